@@ -1,0 +1,36 @@
+# The two commands: `make run` (the whole system, in the foreground) and `make test` (every test).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+.PHONY: help setup build run test coverage format lint clean
+
+help:
+	@echo "make run       install what is missing, build, start Postgres, the broker and the five services"
+	@echo "make test      the same set-up on other ports, then every test, then tear down"
+	@echo "make coverage  the tests with code coverage, line coverage per module"
+	@echo "make format    swift format the sources in place"
+	@echo "make lint      fail if swift format would change anything"
+
+setup:
+	@deploy/local/setup.sh
+
+build: setup
+	swift build
+
+run: build
+	@deploy/local/run.sh
+
+test: setup
+	@deploy/local/test.sh
+
+coverage: setup
+	@deploy/local/test.sh --coverage
+
+format:
+	swift format format --in-place --recursive --parallel Package.swift Shared Services Tools Tests
+
+lint:
+	swift format lint --strict --recursive --parallel Package.swift Shared Services Tools Tests
+
+clean:
+	rm -rf .build .local

@@ -1,0 +1,141 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "delivery-platform",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "order-service", targets: ["order-service"]),
+        .executable(name: "chat-service", targets: ["chat-service"]),
+        .executable(name: "allocation-service", targets: ["allocation-service"]),
+        .executable(name: "location-service", targets: ["location-service"]),
+        .executable(name: "notification-service", targets: ["notification-service"]),
+        .executable(name: "devtoken", targets: ["devtoken"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CRdKafka",
+            path: "Shared/CRdKafka",
+            pkgConfig: "rdkafka",
+            providers: [.apt(["librdkafka-dev"]), .brew(["librdkafka"])]
+        ),
+        .target(name: "Contracts", path: "Shared/Contracts", swiftSettings: swiftSettings),
+        .target(
+            name: "Kafka",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/Kafka",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "ServiceKit",
+            dependencies: [
+                "Contracts",
+                "Kafka",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Shared/ServiceKit",
+            resources: [.copy("Migrations")],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "devtoken",
+            dependencies: [
+                "ServiceKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ],
+            path: "Tools/DevToken",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ContractsTests",
+            dependencies: ["Contracts"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "KafkaTests",
+            dependencies: ["Kafka", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ServiceKitTests",
+            dependencies: [
+                "ServiceKit", "TestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TestSupport",
+            dependencies: ["ServiceKit", "Kafka"],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
+    ] + services([
+        ("OrderService", "order-service"),
+        ("ChatService", "chat-service"),
+        ("AllocationService", "allocation-service"),
+        ("LocationService", "location-service"),
+        ("NotificationService", "notification-service"),
+    ])
+)
+
+/// Each service is a library (its domain, repositories, routes, consumers and SQL migrations) plus a thin
+/// executable that only reads the environment and runs it, and a test target importing the library.
+func services(_ list: [(library: String, executable: String)]) -> [Target] {
+    list.flatMap { service -> [Target] in
+        [
+            .target(
+                name: service.library,
+                dependencies: [
+                    "Contracts", "Kafka", "ServiceKit",
+                    .product(name: "Hummingbird", package: "hummingbird"),
+                    .product(name: "PostgresNIO", package: "postgres-nio"),
+                ],
+                path: "Services/\(service.library)/Sources",
+                resources: [.copy("Migrations")],
+                swiftSettings: swiftSettings
+            ),
+            .executableTarget(
+                name: service.executable,
+                dependencies: [.target(name: service.library), "ServiceKit"],
+                path: "Services/\(service.library)/Main",
+                swiftSettings: swiftSettings
+            ),
+            .testTarget(
+                name: "\(service.library)Tests",
+                dependencies: [
+                    .target(name: service.library), "TestSupport",
+                    .product(name: "HummingbirdTesting", package: "hummingbird"),
+                ],
+                swiftSettings: swiftSettings
+            ),
+        ]
+    }
+}

@@ -1,0 +1,4 @@
+import AllocationService
+import ServiceKit
+
+await ServiceMain.run(AllocationService.self)

@@ -1,0 +1,4 @@
+import LocationService
+import ServiceKit
+
+await ServiceMain.run(LocationService.self)

@@ -1,0 +1,4 @@
+import NotificationService
+import ServiceKit
+
+await ServiceMain.run(NotificationService.self)

@@ -1,0 +1,4 @@
+import OrderService
+import ServiceKit
+
+await ServiceMain.run(OrderService.self)

@@ -1,0 +1,46 @@
+/// A stable, machine-readable error code, sent as `{"error":{"code":...,"message":...}}`. Apps switch on the
+/// code, never on the message. Extensible: a service may define its own with `ErrorCode("SOME_CODE")`.
+package struct ErrorCode: RawRepresentable, Hashable, Codable, Sendable, CustomStringConvertible,
+    ExpressibleByStringLiteral
+{
+    package var rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
+    package init(_ rawValue: String) { self.rawValue = rawValue }
+    package init(stringLiteral value: String) { self.rawValue = value }
+    package var description: String { rawValue }
+
+    // Requests and authentication
+    package static let badRequest: ErrorCode = "BAD_REQUEST"
+    package static let invalidJSON: ErrorCode = "INVALID_JSON"
+    package static let validationFailed: ErrorCode = "VALIDATION_FAILED"
+    package static let unauthorized: ErrorCode = "UNAUTHORIZED"
+    package static let invalidToken: ErrorCode = "INVALID_TOKEN"
+    package static let tokenExpired: ErrorCode = "TOKEN_EXPIRED"
+    package static let forbidden: ErrorCode = "FORBIDDEN"
+    package static let notFound: ErrorCode = "NOT_FOUND"
+    package static let methodNotAllowed: ErrorCode = "METHOD_NOT_ALLOWED"
+    package static let payloadTooLarge: ErrorCode = "PAYLOAD_TOO_LARGE"
+    package static let unsupportedMediaType: ErrorCode = "UNSUPPORTED_MEDIA_TYPE"
+    package static let rateLimited: ErrorCode = "RATE_LIMITED"
+    package static let idempotencyKeyReused: ErrorCode = "IDEMPOTENCY_KEY_REUSED"
+    package static let notReady: ErrorCode = "NOT_READY"
+    package static let internalError: ErrorCode = "INTERNAL_ERROR"
+
+    // Orders and pickup (RDR-016, RDR-020)
+    package static let orderStateConflict: ErrorCode = "ORDER_STATE_CONFLICT"
+    package static let orderCancelled: ErrorCode = "ORDER_CANCELLED"
+    package static let notAssignedRider: ErrorCode = "NOT_ASSIGNED_RIDER"
+    package static let proofPhotoRequired: ErrorCode = "PROOF_PHOTO_REQUIRED"
+
+    // Chat (CUS-032)
+    package static let chatNotAvailable: ErrorCode = "CHAT_NOT_AVAILABLE"
+    package static let chatClosed: ErrorCode = "CHAT_CLOSED"
+    package static let emptyMessage: ErrorCode = "EMPTY_MESSAGE"
+    package static let messageTooLong: ErrorCode = "MESSAGE_TOO_LONG"
+
+    // Allocation (RDR-010, RDR-020)
+    package static let preciseLocationRequired: ErrorCode = "PRECISE_LOCATION_REQUIRED"
+    package static let noActiveOffer: ErrorCode = "NO_ACTIVE_OFFER"
+    package static let offerExpired: ErrorCode = "OFFER_EXPIRED"
+    package static let offerRescinded: ErrorCode = "OFFER_RESCINDED"
+}

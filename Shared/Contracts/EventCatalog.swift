@@ -1,0 +1,49 @@
+import Foundation
+
+/// Every event type of the system, by its wire name: how a consumer turns bytes into a typed payload.
+package enum EventCatalog {
+    /// All payload types; a new event is added here and nowhere else.
+    package static let payloadTypes: [any EventPayload.Type] = [
+        OrderCreated.self, OrderAccepted.self, OrderReadyForPickup.self, RiderAssigned.self, RiderReassigned.self,
+        RiderAssignmentRefused.self, RiderArrivedAtStore.self, OrderPickedUp.self, OrderDelivered.self,
+        OrderCancelled.self, ServiceRequestCreated.self, ServiceRequestAssigned.self,
+        ServiceRequestStatusChanged.self,
+        OfferSent.self, OfferAccepted.self, OfferRejected.self, AllocationFailed.self,
+        PositionUpdated.self, TrackingStarted.self, TrackingStopped.self,
+        ChatMessageSent.self, ChatClosed.self,
+        PushRequested.self, PushSent.self, PushFailed.self,
+    ]
+
+    private static let byType: [String: any EventPayload.Type] = Dictionary(
+        uniqueKeysWithValues: payloadTypes.map { ($0.eventType, $0) }
+    )
+
+    /// The payload type registered for an envelope `type`.
+    package static func payloadType(named type: String) -> (any EventPayload.Type)? { byType[type] }
+
+    /// Decodes an envelope whose payload type is chosen by its `type` field.
+    /// - Throws: ``EventDecodingError`` for invalid JSON, an unknown type, or a payload that does not match it.
+    package static func decode(_ data: Data) throws -> DecodedEvent {
+        let decoder = ContractCoding.makeDecoder()
+        let header: EventHeader
+        do {
+            header = try decoder.decode(EventHeader.self, from: data)
+        } catch {
+            throw EventDecodingError(reason: "no valid envelope (\(error))")
+        }
+        guard let payloadType = byType[header.type] else {
+            throw EventDecodingError(reason: "unknown event type '\(header.type)'")
+        }
+        do {
+            return DecodedEvent(header: header, payload: try decodePayload(payloadType, from: data, decoder: decoder))
+        } catch {
+            throw EventDecodingError(reason: "\(header.type) payload does not match its contract (\(error))")
+        }
+    }
+
+    private static func decodePayload<P: EventPayload>(
+        _ type: P.Type, from data: Data, decoder: JSONDecoder
+    ) throws -> P {
+        try decoder.decode(EventEnvelope<P>.self, from: data).payload
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+
+/// A chat message was stored (chat.messages, keyed by order id); instances fan it out to their sockets.
+package struct ChatMessageSent: EventPayload {
+    package static let eventType = "ChatMessageSent"
+    package static let topic = Topic.chatMessages
+    package var messageId: String
+    package var orderId: String
+    package var senderId: String
+    package var senderRole: Role
+    package var senderName: String
+    package var text: String
+    package var clientMessageId: String
+    package var sentAt: Date
+    package init(
+        messageId: String, orderId: String, senderId: String, senderRole: Role, senderName: String, text: String,
+        clientMessageId: String, sentAt: Date
+    ) {
+        self.messageId = messageId
+        self.orderId = orderId
+        self.senderId = senderId
+        self.senderRole = senderRole
+        self.senderName = senderName
+        self.text = text
+        self.clientMessageId = clientMessageId
+        self.sentAt = sentAt
+    }
+}
+
+/// The order ended; its chat is read-only from now on.
+package struct ChatClosed: EventPayload {
+    package static let eventType = "ChatClosed"
+    package static let topic = Topic.chatMessages
+    package var orderId: String
+    package var reason: String
+    package var closedAt: Date
+    package init(orderId: String, reason: String, closedAt: Date) {
+        self.orderId = orderId
+        self.reason = reason
+        self.closedAt = closedAt
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+
+/// How urgently a push must reach the device.
+package enum PushPriority: String, Codable, Sendable, CaseIterable {
+    case high
+    case normal
+}
+
+/// Ask the Notification service to push to every device of a user (notifications.requests, keyed by user id).
+package struct PushRequested: EventPayload {
+    package static let eventType = "PushRequested"
+    package static let topic = Topic.notificationsRequests
+    /// Deduplication key: the same id is pushed once.
+    package var notificationId: String
+    package var userId: String
+    /// What it is about, e.g. `order_picked_up`, `offer`, `chat_message`.
+    package var kind: String
+    package var title: String
+    package var body: String
+    /// Passed to the app as is; holds the deep link (`link`) and ids.
+    package var data: [String: String]
+    package var priority: PushPriority
+    package var collapseKey: String?
+    package var ttlSeconds: Int?
+    package var sound: String?
+    /// Echoed in PushSent / PushFailed so the requester can match the outcome (e.g. the order id).
+    package var correlationId: String?
+    package init(
+        notificationId: String, userId: String, kind: String, title: String, body: String, data: [String: String],
+        priority: PushPriority, collapseKey: String? = nil, ttlSeconds: Int? = nil, sound: String? = nil,
+        correlationId: String? = nil
+    ) {
+        self.notificationId = notificationId
+        self.userId = userId
+        self.kind = kind
+        self.title = title
+        self.body = body
+        self.data = data
+        self.priority = priority
+        self.collapseKey = collapseKey
+        self.ttlSeconds = ttlSeconds
+        self.sound = sound
+        self.correlationId = correlationId
+    }
+}
+
+package struct PushSent: EventPayload {
+    package static let eventType = "PushSent"
+    package static let topic = Topic.notificationsEvents
+    package var notificationId: String
+    package var userId: String
+    package var kind: String
+    package var correlationId: String?
+    package var deviceCount: Int
+    package var sentAt: Date
+    package init(
+        notificationId: String, userId: String, kind: String, correlationId: String?, deviceCount: Int, sentAt: Date
+    ) {
+        self.notificationId = notificationId
+        self.userId = userId
+        self.kind = kind
+        self.correlationId = correlationId
+        self.deviceCount = deviceCount
+        self.sentAt = sentAt
+    }
+}
+
+package struct PushFailed: EventPayload {
+    package static let eventType = "PushFailed"
+    package static let topic = Topic.notificationsEvents
+    package var notificationId: String
+    package var userId: String
+    package var kind: String
+    package var correlationId: String?
+    package var reason: String
+    package var failedAt: Date
+    package init(
+        notificationId: String, userId: String, kind: String, correlationId: String?, reason: String, failedAt: Date
+    ) {
+        self.notificationId = notificationId
+        self.userId = userId
+        self.kind = kind
+        self.correlationId = correlationId
+        self.reason = reason
+        self.failedAt = failedAt
+    }
+}

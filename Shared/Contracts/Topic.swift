@@ -1,0 +1,28 @@
+/// A Kafka topic name. The topics of the system are the static members; their table is in docs/architecture.md.
+package struct Topic: RawRepresentable, Hashable, Codable, Sendable, CustomStringConvertible {
+    package var rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
+    package init(_ rawValue: String) { self.rawValue = rawValue }
+    package var description: String { rawValue }
+
+    /// Order and service-request lifecycle, keyed by order or request id. Produced by Order.
+    package static let ordersEvents = Topic("orders.events")
+    /// Offers and their outcomes, keyed by order id. Produced by Allocation.
+    package static let allocationEvents = Topic("allocation.events")
+    /// Throttled courier positions, keyed by courier id, short retention. Produced by Location.
+    package static let couriersPositions = Topic("couriers.positions")
+    /// Tracking sessions starting and stopping, keyed by job id. Produced by Location.
+    package static let trackingEvents = Topic("tracking.events")
+    /// Chat messages and closings, keyed by order id. Produced by Chat.
+    package static let chatMessages = Topic("chat.messages")
+    /// Push notifications to send, keyed by user id. Produced by any service.
+    package static let notificationsRequests = Topic("notifications.requests")
+    /// Push outcomes, keyed by user id. Produced by Notification.
+    package static let notificationsEvents = Topic("notifications.events")
+
+    /// Every topic of the system, created at start-up by the services.
+    package static let all: [Topic] = [
+        .ordersEvents, .allocationEvents, .couriersPositions, .trackingEvents, .chatMessages,
+        .notificationsRequests, .notificationsEvents,
+    ]
+}

@@ -1,0 +1,206 @@
+import CRdKafka
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// An idempotent producer (acks=all). `send` returns once the broker acknowledged the message and throws a
+/// ``KafkaError`` otherwise. Keep one per process: its first delivery costs a producer-id round trip.
+///
+/// A dedicated thread serves librdkafka's callbacks, so nothing here blocks Swift's cooperative pool. If
+/// librdkafka raises a fatal error (for example a broker that lost the producer's state after a restart), the
+/// handle is replaced transparently and the affected sends fail as retriable.
+package final class KafkaProducer: Service, Sendable {
+    private let configuration: KafkaProducerConfiguration
+    private let logger: Logger
+    private let state: Mutex<State>
+
+    private struct State {
+        var current: ProducerHandle?
+        var isClosed = false
+    }
+
+    package init(configuration: KafkaProducerConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        let handle = try ProducerHandle(properties: configuration.properties, logger: logger)
+        self.state = Mutex(State(current: handle))
+    }
+
+    /// Sends one message and waits for the broker's acknowledgement.
+    /// - Parameters:
+    ///   - topic: the topic name.
+    ///   - key: the partitioning key; messages with one key stay in order.
+    ///   - value: the message body.
+    /// - Throws: ``KafkaError`` `.deliveryFailed` (check `isRetriable`) or `.closed`.
+    @discardableResult
+    package func send(topic: String, key: String?, value: Data) async throws -> KafkaDeliveryReport {
+        let handle = try currentHandle()
+        return try await handle.send(topic: topic, key: key.map { Array($0.utf8) }, value: value)
+    }
+
+    /// Checks that a broker answers, off the cooperative pool.
+    /// - Returns: the number of brokers in the cluster.
+    package func checkBroker(timeout: Duration = .seconds(2)) async throws -> Int {
+        let handle = try currentHandle()
+        return try await runBlocking { try handle.client.queryBrokers(timeout: timeout) }
+    }
+
+    /// Runs until graceful shutdown, then flushes what is queued and closes.
+    package func run() async throws {
+        try? await gracefulShutdown()
+        await close()
+    }
+
+    /// Waits up to `flushTimeout` for queued messages, fails the rest, and releases the handle.
+    package func close(flushTimeout: Duration = .seconds(10)) async {
+        let handle = state.withLock { state -> ProducerHandle? in
+            state.isClosed = true
+            defer { state.current = nil }
+            return state.current
+        }
+        guard let handle else { return }
+        _ = try? await runBlocking { handle.shutDown(flushTimeout: flushTimeout) }
+    }
+
+    private func currentHandle() throws -> ProducerHandle {
+        let (handle, retired) = try state.withLock { state throws -> (ProducerHandle, ProducerHandle?) in
+            guard !state.isClosed, let current = state.current else {
+                throw KafkaError(.closed, message: "the producer is closed")
+            }
+            guard current.client.isFatal else { return (current, nil) }
+            let replacement = try ProducerHandle(properties: configuration.properties, logger: logger)
+            state.current = replacement
+            return (replacement, current)
+        }
+        if let retired {
+            logger.warning("replaced the Kafka producer after a fatal error")
+            DispatchQueue.global().async { retired.shutDown(flushTimeout: .zero) }
+        }
+        return handle
+    }
+}
+
+/// One librdkafka producer handle with the thread that serves its delivery reports.
+private final class ProducerHandle: Sendable {
+    let client: RDKafkaClient
+    private let topics = Mutex<[String: TopicHandle]>([:])
+    private let polling = PollLoopControl()
+
+    init(properties: [String: String], logger: Logger) throws {
+        self.client = try RDKafkaClient(kind: .producer, properties: properties, logger: logger)
+        let client = self.client
+        let polling = self.polling
+        let thread = Thread {
+            while !polling.stop.load(ordering: .acquiring) {
+                rd_kafka_poll(client.handle, 50)
+            }
+            polling.stopped.signal()
+        }
+        thread.name = "librdkafka-producer-poll"
+        thread.start()
+    }
+
+    deinit { polling.stop.store(true, ordering: .releasing) }
+
+    func send(topic: String, key: [UInt8]?, value: Data) async throws -> KafkaDeliveryReport {
+        let topicHandle = try topicHandle(named: topic)
+        let cancellable = Mutex<DeliveryPromise?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let promiseObject = DeliveryPromise(continuation)
+                cancellable.withLock { $0 = promiseObject }
+                if Task.isCancelled { promiseObject.cancel() }
+                enqueue(promiseObject, topicHandle: topicHandle, topic: topic, key: key, value: value)
+            }
+        } onCancel: {
+            // The message may still be delivered; the caller treats it as unacknowledged.
+            cancellable.withLock { $0 }?.cancel()
+        }
+    }
+
+    /// Hands the message to librdkafka; its delivery report (or an immediate failure) fulfils `promiseObject`.
+    /// Never blocks: a full local queue fails the send as retriable.
+    private func enqueue(
+        _ promiseObject: DeliveryPromise, topicHandle: TopicHandle, topic: String, key: [UInt8]?, value: Data
+    ) {
+        let promise = Unmanaged.passRetained(promiseObject)
+        let result = value.withUnsafeBytes { payload -> Int32 in
+            let payloadPointer = UnsafeMutableRawPointer(mutating: payload.baseAddress)
+            guard let key else {
+                return rd_kafka_produce(
+                    topicHandle.pointer, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, payloadPointer, payload.count,
+                    nil, 0, promise.toOpaque()
+                )
+            }
+            return key.withUnsafeBytes { keyBytes in
+                rd_kafka_produce(
+                    topicHandle.pointer, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, payloadPointer, payload.count,
+                    keyBytes.baseAddress, keyBytes.count, promise.toOpaque()
+                )
+            }
+        }
+        guard result != 0 else { return }
+        let error = rd_kafka_last_error()
+        promise.takeRetainedValue().fulfil(
+            .failure(
+                KafkaError(
+                    .deliveryFailed, code: error.rawValue,
+                    message: "could not enqueue for \(topic): \(String(cString: rd_kafka_err2str(error)))",
+                    isRetriable: isRetriableDelivery(error)
+                )
+            )
+        )
+    }
+
+    /// Flushes, fails what could not be delivered, stops the poll thread. Blocks; call it off the cooperative pool.
+    func shutDown(flushTimeout: Duration) {
+        if flushTimeout > .zero {
+            rd_kafka_flush(client.handle, Int32(flushTimeout.milliseconds))
+        }
+        rd_kafka_purge(client.handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+        // Serve the purged messages' delivery reports so every waiting send resumes.
+        rd_kafka_flush(client.handle, 1_000)
+        if !polling.stop.exchange(true, ordering: .acquiringAndReleasing) {
+            polling.stopped.wait()
+        }
+        topics.withLock { $0.removeAll() }
+    }
+
+    private func topicHandle(named name: String) throws -> TopicHandle {
+        try topics.withLock { topics in
+            if let existing = topics[name] { return existing }
+            guard let pointer = rd_kafka_topic_new(client.handle, name, nil) else {
+                let error = rd_kafka_last_error()
+                throw KafkaError(
+                    .deliveryFailed, code: error.rawValue,
+                    message: "invalid topic '\(name)': \(String(cString: rd_kafka_err2str(error)))"
+                )
+            }
+            let handle = TopicHandle(pointer: pointer, owner: client)
+            topics[name] = handle
+            return handle
+        }
+    }
+}
+
+/// Tells a poll thread to stop and signals when it did.
+private final class PollLoopControl: Sendable {
+    let stop = Atomic<Bool>(false)
+    let stopped = DispatchSemaphore(value: 0)
+}
+
+/// A librdkafka topic handle, destroyed before its producer.
+///
+/// `@unchecked Sendable`: librdkafka topic handles are thread-safe and the pointer never changes.
+private final class TopicHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+    private let owner: RDKafkaClient
+
+    init(pointer: OpaquePointer, owner: RDKafkaClient) {
+        self.pointer = pointer
+        self.owner = owner
+    }
+
+    deinit { rd_kafka_topic_destroy(pointer) }
+}

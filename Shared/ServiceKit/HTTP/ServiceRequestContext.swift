@@ -1,0 +1,108 @@
+import Contracts
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The request context of every service: Hummingbird's core context plus the verified caller.
+package struct ServiceRequestContext: RequestContext {
+    package var coreContext: CoreRequestContextStorage
+    /// Set by ``AuthenticationMiddleware`` once the bearer token is verified.
+    package var identity: Identity?
+
+    package init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.identity = nil
+    }
+
+    package var requestDecoder: ContractRequestDecoder { ContractRequestDecoder() }
+    package var responseEncoder: JSONEncoder { ContractCoding.makeEncoder() }
+
+    /// The verified caller; throws 401 if the route was reached without authentication.
+    package func requireIdentity() throws(APIError) -> Identity {
+        guard let identity else { throw APIError.unauthorized("missing bearer token") }
+        return identity
+    }
+
+    /// The caller, who must act in one of `roles` (403 otherwise).
+    package func requireIdentity(_ roles: Role...) throws(APIError) -> Identity {
+        let identity = try requireIdentity()
+        guard roles.contains(identity.role) else {
+            throw APIError.forbidden("this action needs the role \(roles.map(\.rawValue).joined(separator: " or "))")
+        }
+        return identity
+    }
+}
+
+/// Decodes JSON request bodies with the contracts' coding and answers bad bodies with 400 and a message that
+/// names the offending field.
+package struct ContractRequestDecoder: RequestDecoder {
+    package init() {}
+
+    package func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext)
+        async throws -> T
+    {
+        if let contentType = request.headers[.contentType], !contentType.lowercased().contains("json") {
+            throw APIError(
+                .unsupportedMediaType, code: .unsupportedMediaType,
+                message: "expected Content-Type application/json, got \(contentType)"
+            )
+        }
+        let buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        guard buffer.readableBytes > 0 else {
+            throw APIError.badRequest("the request body is empty; expected a JSON object", code: .invalidJSON)
+        }
+        return try Self.decode(type, from: Data(buffer: buffer))
+    }
+
+    /// Decodes `data`, turning `DecodingError` into a 400 ``APIError``.
+    package static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(APIError) -> T {
+        do {
+            return try ContractCoding.makeDecoder().decode(type, from: data)
+        } catch let error as DecodingError {
+            throw APIError(decodingError: error)
+        } catch let error as APIError {
+            throw error
+        } catch {
+            throw APIError.badRequest("the request body could not be read: \(error)", code: .invalidJSON)
+        }
+    }
+}
+
+extension APIError {
+    /// A 400 for a body that is not JSON (`INVALID_JSON`) or does not match the expected shape
+    /// (`VALIDATION_FAILED`).
+    init(decodingError: DecodingError) {
+        func path(_ codingPath: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
+            let keys = codingPath + (last.map { [$0] } ?? [])
+            guard !keys.isEmpty else { return "the body" }
+            let text = keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            return "'" + (text.hasPrefix(".") ? String(text.dropFirst()) : text) + "'"
+        }
+        switch decodingError {
+        case .keyNotFound(let key, let context):
+            self = .validation("missing field \(path(context.codingPath, key))")
+        case .valueNotFound(let type, let context):
+            self = .validation("\(path(context.codingPath)) must be a \(Self.typeName(type)), not null")
+        case .typeMismatch(let type, let context):
+            self = .validation("\(path(context.codingPath)) must be a \(Self.typeName(type))")
+        case .dataCorrupted(let context) where context.codingPath.isEmpty:
+            self = .badRequest("the body is not valid JSON", code: .invalidJSON)
+        case .dataCorrupted(let context):
+            self = .validation("\(path(context.codingPath)): \(context.debugDescription)")
+        @unknown default:
+            self = .badRequest("the body could not be decoded", code: .invalidJSON)
+        }
+    }
+
+    private static func typeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "string"
+        case is Int.Type, is Int64.Type, is Int32.Type: "integer"
+        case is Double.Type, is Float.Type, is Decimal.Type: "number"
+        case is Bool.Type: "boolean"
+        case is [Any].Type: "array"
+        default: "\(type)".hasPrefix("Dictionary") ? "object" : "value of the documented shape"
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import Contracts
+import Foundation
+import Kafka
+import Logging
+import Metrics
+import PostgresNIO
+import ServiceLifecycle
+
+/// Consumes topics as a consumer-group member and applies each event, committing the Kafka offset only after
+/// the effect is done (at-least-once).
+///
+/// A message that is not a valid event is logged, kept in `dead_letters` when a database is at hand, and
+/// skipped. A failing effect is retried with backoff: forever while the failure looks transient (database
+/// unreachable), up to ``maximumAttempts`` otherwise, after which the message is dead-lettered.
+package final class EventConsumer: Service, Sendable {
+    /// What to do with each event.
+    package enum Effect: Sendable {
+        /// Runs in a transaction together with the inbox claim: the effect happens once per event id.
+        case transactional(Database, @Sendable (DecodedEvent, PostgresConnection) async throws -> Void)
+        /// Runs as is (e.g. pushing to sockets); must tolerate the same event twice.
+        case direct(@Sendable (DecodedEvent) async throws -> Void)
+    }
+
+    package let name: String
+    private let topics: [Topic]
+    private let configuration: KafkaConsumerConfiguration
+    private let effect: Effect
+    private let logger: Logger
+    package let maximumAttempts = 5
+    private let processed: Counter
+    private let deadLettered: Counter
+
+    /// - Parameters:
+    ///   - name: the consumer's name, unique in the service: its inbox key and the suffix of its group id.
+    ///   - topics: the topics to consume.
+    ///   - configuration: the consumer-group configuration.
+    package init(
+        name: String, topics: [Topic], configuration: KafkaConsumerConfiguration, effect: Effect, logger: Logger
+    ) {
+        self.name = name
+        self.topics = topics
+        self.configuration = configuration
+        self.effect = effect
+        var logger = logger
+        logger[metadataKey: "kafka.consumer"] = "\(name)"
+        self.logger = logger
+        self.processed = Counter(label: "events_consumed_total", dimensions: [("consumer", name)])
+        self.deadLettered = Counter(label: "events_dead_lettered_total", dimensions: [("consumer", name)])
+    }
+
+    package func run() async throws {
+        let consumer = try KafkaConsumer(
+            configuration: configuration, topics: topics.map(\.rawValue), logger: logger
+        )
+        logger.info(
+            "consuming", metadata: ["kafka.topics": "\(topics.map(\.rawValue))", "kafka.group": "\(configuration.groupId)"]
+        )
+        do {
+            try await cancelWhenGracefulShutdown {
+                for try await message in consumer.messages {
+                    guard await self.process(message) else { break }
+                    do {
+                        try await consumer.commit(message)
+                    } catch {
+                        self.logger.warning("offset commit failed; the message may be delivered again", metadata: ["error": "\(error)"])
+                    }
+                }
+            }
+        } catch is CancellationError {
+        }
+        await consumer.close()
+    }
+
+    /// Applies one message. Returns false only when cancelled before the effect completed.
+    private func process(_ message: KafkaMessage) async -> Bool {
+        let event: DecodedEvent
+        do {
+            event = try EventCatalog.decode(message.value)
+        } catch {
+            await deadLetter(message, error: error)
+            return true
+        }
+        var attempt = 0
+        var backoff = Duration.milliseconds(100)
+        while true {
+            attempt += 1
+            do {
+                try await apply(event)
+                processed.increment()
+                return true
+            } catch {
+                if Task.isCancelled { return false }
+                let transient = Self.isTransient(error)
+                if !transient, attempt >= maximumAttempts {
+                    await deadLetter(message, error: error)
+                    return true
+                }
+                logger.warning(
+                    "event effect failed; retrying",
+                    metadata: [
+                        "event.type": "\(event.header.type)", "event.id": "\(event.header.eventId)",
+                        "attempt": "\(attempt)", "error": "\(error)",
+                    ]
+                )
+                do {
+                    try await Task.sleep(for: backoff)
+                } catch {
+                    return false
+                }
+                backoff = min(backoff * 2, .seconds(10))
+            }
+        }
+    }
+
+    private func apply(_ event: DecodedEvent) async throws {
+        switch effect {
+        case .direct(let handler):
+            try await handler(event)
+        case .transactional(let database, let handler):
+            try await database.transaction { connection in
+                guard
+                    try await Inbox.claim(
+                        eventId: event.header.eventId, eventType: event.header.type, consumer: name,
+                        on: connection, logger: logger
+                    )
+                else {
+                    logger.debug("duplicate event skipped", metadata: ["event.id": "\(event.header.eventId)"])
+                    return
+                }
+                try await handler(event, connection)
+            }
+        }
+    }
+
+    private func deadLetter(_ message: KafkaMessage, error: any Error) async {
+        deadLettered.increment()
+        logger.error(
+            "skipping a message that cannot be applied",
+            metadata: [
+                "kafka.topic": "\(message.topic)", "kafka.partition": "\(message.partition)",
+                "kafka.offset": "\(message.offset)", "error": "\(error)",
+            ]
+        )
+        guard case .transactional(let database, _) = effect else { return }
+        do {
+            try await database.client.query(
+                """
+                INSERT INTO dead_letters (consumer, topic, kafka_partition, kafka_offset, message_key, payload, error)
+                VALUES (\(name), \(message.topic), \(Int(message.partition)), \(message.offset), \(message.keyString),
+                        \(ByteBuffer(data: message.value)), \("\(error)"))
+                """, logger: logger
+            )
+        } catch {
+            logger.error("could not store the dead letter", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Failures worth retrying without limit: the database or the network is away, not the event at fault.
+    static func isTransient(_ error: any Error) -> Bool {
+        if let error = error as? PSQLError {
+            guard let state = error.sqlState else { return true }  // no server answer: connection-level
+            return ["08", "53", "57", "40"].contains(String(state.prefix(2)))
+        }
+        if error is PostgresTransactionError { return true }
+        if let error = error as? KafkaError { return error.isRetriable }
+        return false
+    }
+}

@@ -1,0 +1,39 @@
+import Contracts
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Writes events into the outbox table inside the caller's transaction. Nothing is published from a request
+/// handler: the ``OutboxRelay`` publishes committed rows, so a rolled-back transaction never emits anything.
+package struct Outbox: Sendable {
+    /// The NOTIFY channel that wakes the relay, one per schema.
+    package let channel: String
+
+    package init(schema: String) { self.channel = "\(schema)_outbox" }
+
+    /// Adds `envelope` to the outbox on `connection`, which must be in a transaction.
+    /// - Parameter key: the Kafka message key; defaults to the envelope's aggregate id.
+    package func enqueue<Payload: EventPayload>(
+        _ envelope: EventEnvelope<Payload>, key: String? = nil, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let payload = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
+        let topic = Payload.topic.rawValue
+        let messageKey = key ?? envelope.aggregateId
+        try await connection.query(
+            """
+            INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
+            VALUES (\(envelope.eventId), \(topic), \(messageKey), \(envelope.type), \(payload))
+            """, logger: logger
+        )
+        // Delivered on commit only, and once per transaction however many rows were written.
+        try await connection.query("SELECT pg_notify(\(channel), '')", logger: logger)
+    }
+
+    /// Wraps `payload` in an envelope for `aggregateId` and adds it to the outbox.
+    package func enqueue<Payload: EventPayload>(
+        _ payload: Payload, aggregateId: String, key: String? = nil, on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
+        try await enqueue(EventEnvelope(aggregateId: aggregateId, payload: payload), key: key, on: connection, logger: logger)
+    }
+}

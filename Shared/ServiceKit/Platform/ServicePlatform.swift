@@ -1,0 +1,179 @@
+import Contracts
+import Foundation
+import Hummingbird
+import Kafka
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// What every service runs on: its Postgres schema (migrated), the Kafka producer and outbox relay, the token
+/// verifier, consumers, and the HTTP router with the shared middleware and `/health`, `/ready`, `/metrics`.
+///
+/// ``prepare(configuration:migrations:logger:)`` does the start-up work that must finish before anything is
+/// served; ``makeApplication(router:)`` then returns the Hummingbird application whose ServiceGroup runs, in
+/// order, the Postgres client, the producer, the relay, the consumers and extra services, and the HTTP server
+/// last (shut down first).
+package struct ServicePlatform: Sendable {
+    package let configuration: ServiceConfiguration
+    package let logger: Logger
+    package let database: Database
+    package let producer: KafkaProducer
+    package let outbox: Outbox
+    package let verifier: AccessTokenVerifier
+    package private(set) var services: [any Service] = []
+    package private(set) var readinessChecks: [ReadinessCheck] = []
+
+    /// Applies the migrations (ServiceKit's, then the service's), creates the topics, and opens the producer.
+    /// - Throws: ``MigrationError``, ``ConfigurationError`` (e.g. unreadable keys), or a Postgres error when the
+    ///   database stays unreachable for 30 s.
+    package static func prepare(
+        configuration: ServiceConfiguration, migrations: MigrationSet, logger: Logger
+    ) async throws -> ServicePlatform {
+        logger.info(
+            "starting",
+            metadata: [
+                "http.port": "\(configuration.http.port)", "db.schema": "\(configuration.database.schema)",
+                "kafka.brokers": "\(configuration.kafka.brokers.joined(separator: ","))",
+                "kafka.library": "\(KafkaLibrary.description)",
+            ]
+        )
+        if KafkaLibrary.isTooOldForTansu {
+            logger.warning(
+                "\(KafkaLibrary.description) cannot talk to the local Tansu broker; put librdkafka 2.1 or newer first on LD_LIBRARY_PATH (make run does)"
+            )
+        }
+        try await migrate(configuration: configuration, sets: [try MigrationSet.platform(), migrations], logger: logger)
+        await createTopics(configuration: configuration, logger: logger)
+
+        var producerConfiguration = KafkaProducerConfiguration(
+            client: configuration.kafka.clientConfiguration(clientId: configuration.serviceName)
+        )
+        producerConfiguration.deliveryTimeout = configuration.kafka.deliveryTimeout
+        let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+        let verifier = try await AccessTokenVerifier.load(configuration.auth, logger: logger)
+        let client = Database.makeClient(configuration.database, logger: logger)
+        let database = Database(client: client, schema: configuration.database.schema, logger: logger)
+        let outbox = Outbox(schema: configuration.database.schema)
+
+        var platform = ServicePlatform(
+            configuration: configuration, logger: logger, database: database, producer: producer, outbox: outbox,
+            verifier: verifier
+        )
+        platform.services = [
+            client, producer,
+            OutboxRelay(database: database, producer: producer, outbox: outbox, settings: configuration.outbox, logger: logger),
+        ]
+        platform.readinessChecks = [
+            ReadinessCheck(name: "postgres") { try await client.query("SELECT 1", logger: logger) },
+            ReadinessCheck(name: "kafka") { _ = try await producer.checkBroker(timeout: .milliseconds(1500)) },
+        ]
+        return platform
+    }
+
+    /// The consumer-group configuration for consumer `name` of this service.
+    package func consumerConfiguration(name: String) -> KafkaConsumerConfiguration {
+        KafkaConsumerConfiguration(
+            client: configuration.kafka.clientConfiguration(clientId: configuration.serviceName),
+            groupId: "\(configuration.kafka.groupPrefix)\(configuration.serviceName).\(name)"
+        )
+    }
+
+    /// Adds a consumer of `topics` whose effect runs once per event in a transaction with the inbox.
+    package mutating func addConsumer(
+        name: String, topics: [Topic],
+        handler: @escaping @Sendable (DecodedEvent, PostgresConnection) async throws -> Void
+    ) {
+        services.append(
+            EventConsumer(
+                name: name, topics: topics, configuration: consumerConfiguration(name: name),
+                effect: .transactional(database, handler), logger: logger
+            )
+        )
+    }
+
+    /// Adds a long-lived service (e.g. a scheduler) to run with the platform's.
+    package mutating func addService(_ service: any Service) { services.append(service) }
+
+    /// A router with the shared middleware (errors as JSON, request logs, metrics) and the health routes.
+    package func makeRouter() -> Router<ServiceRequestContext> {
+        let router = Router(context: ServiceRequestContext.self)
+        router.add(middleware: ErrorMiddleware())
+        router.add(middleware: LogRequestsMiddleware(.debug))
+        router.add(middleware: MetricsMiddleware())
+        HealthRoutes.add(to: router, service: configuration.serviceName, checks: readinessChecks)
+        return router
+    }
+
+    /// The middleware that requires a valid bearer token; add it to every API group.
+    package var authentication: AuthenticationMiddleware { AuthenticationMiddleware(verifier: verifier) }
+
+    /// The application to run: HTTP server on the configured address plus every platform service.
+    package func makeApplication(
+        router: Router<ServiceRequestContext>
+    ) -> some ApplicationProtocol {
+        Application(
+            router: router,
+            configuration: .init(
+                address: .hostname(configuration.http.host, port: configuration.http.port),
+                serverName: configuration.serviceName
+            ),
+            services: services,
+            logger: logger
+        )
+    }
+
+    private static func migrate(configuration: ServiceConfiguration, sets: [MigrationSet], logger: Logger) async throws {
+        let client = Database.makeClient(configuration.database, logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            // Let the client's run loop start before the first lease.
+            try await Task.sleep(for: .milliseconds(20))
+            let deadline = ContinuousClock.now + .seconds(30)
+            while true {
+                do {
+                    try await client.query("SELECT 1", logger: logger)
+                    break
+                } catch {
+                    guard ContinuousClock.now < deadline else {
+                        throw DependencyUnavailable(
+                            what: "Postgres at \(configuration.database.host):\(configuration.database.port)/\(configuration.database.database)",
+                            reason: "\(String(reflecting: error))"
+                        )
+                    }
+                    logger.warning("waiting for Postgres", metadata: ["error": "\(error)"])
+                    try await Task.sleep(for: .seconds(1))
+                }
+            }
+            try await Migrator.apply(sets, schema: configuration.database.schema, client: client, logger: logger)
+        }
+    }
+
+    /// Creates the system's topics; if the broker is away the service still starts (and `/ready` says so).
+    private static func createTopics(configuration: ServiceConfiguration, logger: Logger) async {
+        let topics = Topic.all.map {
+            KafkaTopicSpecification(
+                name: $0.rawValue, partitions: configuration.kafka.topicPartitions,
+                replicationFactor: configuration.kafka.topicReplicationFactor
+            )
+        }
+        do {
+            try await KafkaAdmin.createTopics(
+                topics, client: configuration.kafka.clientConfiguration(clientId: configuration.serviceName),
+                timeout: .seconds(5), logger: logger
+            )
+        } catch {
+            logger.warning(
+                "could not create the Kafka topics; continuing (the broker may be down)",
+                metadata: ["error": "\(error)", "kafka.library": "\(KafkaLibrary.description)"]
+            )
+        }
+    }
+}
+
+/// A dependency stayed unreachable at start-up.
+package struct DependencyUnavailable: Error, CustomStringConvertible {
+    package var what: String
+    package var reason: String
+    package var description: String { "\(what) is unreachable: \(reason)" }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import Logging
+import NIOPosix
+import NIOSSL
+import PostgresNIO
+
+/// A service's Postgres: the pooled client, the schema it owns, and the transaction helper.
+package struct Database: Sendable {
+    package let client: PostgresClient
+    /// The schema the service owns; connections have it as their `search_path`, so SQL names tables unqualified.
+    package let schema: String
+    package let logger: Logger
+
+    package init(client: PostgresClient, schema: String, logger: Logger) {
+        self.client = client
+        self.schema = schema
+        self.logger = logger
+    }
+
+    /// A client for `settings`, with `search_path` set to the service's schema. Run it (it is a `Service`).
+    package static func makeClient(_ settings: ServiceConfiguration.DatabaseSettings, logger: Logger) -> PostgresClient
+    {
+        let tls: PostgresClient.Configuration.TLS =
+            switch settings.tls {
+            case .disable: .disable
+            case .prefer: .prefer(.makeClientConfiguration())
+            case .require: .require(.makeClientConfiguration())
+            }
+        var configuration = PostgresClient.Configuration(
+            host: settings.host, port: settings.port, username: settings.username, password: settings.password,
+            database: settings.database, tls: tls
+        )
+        configuration.options.maximumConnections = settings.maximumConnections
+        configuration.options.connectTimeout = .seconds(5)
+        configuration.options.additionalStartupParameters = [("search_path", "\(settings.schema),public")]
+        return PostgresClient(configuration: configuration, backgroundLogger: logger)
+    }
+
+    /// Runs `body` in a transaction: committed if it returns, rolled back if it throws (the error `body` threw is
+    /// rethrown as is). Serialization failures and deadlocks (SQLSTATE 40001, 40P01) are retried up to three
+    /// times with a fresh transaction.
+    package func transaction<Result: Sendable>(
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await client.withTransaction(logger: logger) { connection in
+                    try await body(connection)
+                }
+            } catch let error as PostgresTransactionError {
+                let underlying = error.closureError ?? error.commitError ?? error.beginError ?? error
+                if attempt < 3, let failure = underlying as? PSQLError, failure.isRetriable {
+                    logger.debug("retrying a transaction", metadata: ["db.sqlstate": "\(failure.sqlState ?? "")"])
+                    continue
+                }
+                throw underlying
+            }
+        }
+    }
+
+    /// Leases a connection for `body` without a transaction.
+    package func withConnection<Result: Sendable>(_ body: (PostgresConnection) async throws -> Result) async throws
+        -> Result
+    {
+        try await client.withConnection { connection in try await body(connection) }
+    }
+}
+
+extension PSQLError {
+    /// The server's SQLSTATE, e.g. `23505` for a unique violation.
+    package var sqlState: String? { serverInfo?[.sqlState] }
+
+    /// Serialization failure or deadlock: the same transaction may succeed when run again.
+    var isRetriable: Bool { sqlState == "40001" || sqlState == "40P01" }
+}

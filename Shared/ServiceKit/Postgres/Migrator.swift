@@ -1,0 +1,135 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// One versioned SQL file, e.g. `0003_add_saga.sql`: version 3, name `add_saga`.
+package struct Migration: Sendable, Equatable {
+    package var version: Int
+    package var name: String
+    package var sql: String
+    /// FNV-1a of the SQL: an applied migration whose file changed afterwards is refused at start-up.
+    package var checksum: String { String(format: "%016llx", sql.utf8.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }) }
+
+    package init(version: Int, name: String, sql: String) {
+        self.version = version
+        self.name = name
+        self.sql = sql
+    }
+}
+
+/// The migrations of one component (`platform` for ServiceKit's own tables, or a service), applied in order.
+package struct MigrationSet: Sendable {
+    package var component: String
+    package var migrations: [Migration]
+
+    package init(component: String, migrations: [Migration]) {
+        self.component = component
+        self.migrations = migrations.sorted { $0.version < $1.version }
+    }
+
+    /// Reads `NNNN_name.sql` files from a directory (a resource folder of the component's bundle).
+    package init(component: String, directory: URL) throws {
+        let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
+            .filter { $0.pathExtension == "sql" }
+        var migrations: [Migration] = []
+        for file in files {
+            let base = file.deletingPathExtension().lastPathComponent
+            let parts = base.split(separator: "_", maxSplits: 1)
+            guard parts.count == 2, let version = Int(parts[0]) else {
+                throw MigrationError(component: component, version: nil, message: "\(file.lastPathComponent) is not named NNNN_name.sql")
+            }
+            migrations.append(Migration(version: version, name: String(parts[1]), sql: try String(contentsOf: file, encoding: .utf8)))
+        }
+        let versions = migrations.map(\.version)
+        guard Set(versions).count == versions.count else {
+            throw MigrationError(component: component, version: nil, message: "two migration files share a version")
+        }
+        self.init(component: component, migrations: migrations)
+    }
+
+    /// ServiceKit's own tables (outbox, inbox, dead letters, idempotency), applied first in every schema.
+    package static func platform() throws -> MigrationSet {
+        try MigrationSet(component: "platform", bundle: .module)
+    }
+}
+
+/// Why migrating failed: which component and version, and what Postgres said.
+package struct MigrationError: Error, CustomStringConvertible {
+    package var component: String
+    package var version: Int?
+    package var message: String
+    package var description: String {
+        "migration \(component)" + (version.map { " \($0)" } ?? "") + ": \(message)"
+    }
+}
+
+/// Applies migrations into a schema: each pending one once, in its own transaction, under an advisory lock so
+/// instances starting together do not race.
+package enum Migrator {
+    package static func apply(_ sets: [MigrationSet], schema: String, client: PostgresClient, logger: Logger) async throws {
+        for set in sets {
+            for migration in set.migrations {
+                try await apply(migration, of: set.component, schema: schema, client: client, logger: logger)
+            }
+        }
+    }
+
+    private static func apply(
+        _ migration: Migration, of component: String, schema: String, client: PostgresClient, logger: Logger
+    ) async throws {
+        let error = { (message: String) in MigrationError(component: component, version: migration.version, message: message) }
+        do {
+            try await client.withTransaction(logger: logger) { connection in
+                let lockName = "\(schema).migrations"
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockName)))", logger: logger)
+                try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)
+                try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL search_path TO \"\(schema)\""), logger: logger)
+                try await connection.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS schema_migrations (
+                        component text NOT NULL,
+                        version integer NOT NULL,
+                        name text NOT NULL,
+                        checksum text NOT NULL,
+                        applied_at timestamptz NOT NULL DEFAULT now(),
+                        PRIMARY KEY (component, version)
+                    )
+                    """, logger: logger
+                )
+                let rows = try await connection.query(
+                    "SELECT checksum FROM schema_migrations WHERE component = \(component) AND version = \(migration.version)",
+                    logger: logger
+                )
+                var applied: String?
+                for try await (checksum) in rows.decode(String.self) { applied = checksum }
+                if let applied {
+                    guard applied == migration.checksum else {
+                        throw error("\(migration.version)_\(migration.name).sql changed after it was applied; add a new migration instead")
+                    }
+                    return
+                }
+                for statement in SQLScript.statements(in: migration.sql) {
+                    do {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    } catch let failure as PSQLError {
+                        let excerpt = statement.prefix(120).replacingOccurrences(of: "\n", with: " ")
+                        throw error("\(failure.serverInfo?[.message] ?? "\(failure)") in: \(excerpt)")
+                    }
+                }
+                try await connection.query(
+                    """
+                    INSERT INTO schema_migrations (component, version, name, checksum)
+                    VALUES (\(component), \(migration.version), \(migration.name), \(migration.checksum))
+                    """, logger: logger
+                )
+                logger.info(
+                    "applied migration",
+                    metadata: ["db.schema": "\(schema)", "migration": "\(component)/\(migration.version)_\(migration.name)"]
+                )
+            }
+        } catch let failure as PostgresTransactionError {
+            if let inner = failure.closureError as? MigrationError { throw inner }
+            throw error("\(failure.closureError ?? failure.beginError ?? failure.commitError ?? failure)")
+        }
+    }
+}

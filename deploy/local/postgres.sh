@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A throwaway Postgres cluster on 127.0.0.1 for local runs and tests.
+#   postgres.sh start DIR PORT   fresh cluster in DIR (deleted first), database "delivery", trust auth
+#   postgres.sh stop DIR
+# Postgres refuses to run as root, so as root the cluster runs as the postgres user.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+[ -n "$bin" ] || die "PostgreSQL server binaries not found; run deploy/local/setup.sh"
+
+as_owner() {
+    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+cmd=${1:-}; dir=${2:-}
+[ -n "$dir" ] || die "usage: postgres.sh start|stop DIR [PORT]"
+case "$cmd" in
+start)
+    port=${3:?usage: postgres.sh start DIR PORT}
+    if port_in_use "$port"; then
+        die "port $port is already in use; stop what listens there (a previous run?) or pick another port"
+    fi
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir"
+    as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 \
+        || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 30 \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=256MB" \
+        start >/dev/null || { cat "$dir/postgres.log" >&2; die "Postgres did not start"; }
+    as_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres delivery
+    ;;
+stop)
+    if [ -f "$dir/data/postmaster.pid" ]; then
+        as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+    fi
+    ;;
+*) die "usage: postgres.sh start|stop DIR [PORT]" ;;
+esac
