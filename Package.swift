@@ -86,14 +86,22 @@ let package = Package(
         .testTarget(
             name: "ServiceKitTests",
             dependencies: [
-                "ServiceKit", "TestSupport",
+                "ServiceKit", "TestSupport", "Contracts", "Kafka",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "TestSupport",
-            dependencies: ["ServiceKit", "Kafka"],
+            dependencies: [
+                "ServiceKit", "Kafka", "Contracts",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The one JSON encoding of every contract: ISO-8601 dates with milliseconds, sorted keys.
 package enum ContractCoding {
@@ -38,16 +41,86 @@ package enum ContractCoding {
     }
 }
 
-/// ISO-8601 formatting and parsing of timestamps, UTC, milliseconds.
+/// ISO-8601 timestamps on the wire: UTC, millisecond precision, e.g. `2026-11-21T10:15:00.250Z`. A date is
+/// rounded to whole milliseconds both ways, so what is decoded equals what was encoded.
 package enum ISO8601 {
     package static func format(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        let totalMilliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        var seconds = time_t(totalMilliseconds.floorDivided(by: 1000))
+        let milliseconds = Int(totalMilliseconds - Int64(seconds) * 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        return String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+            Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), milliseconds
+        )
     }
 
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)`; nil for anything else.
     package static func parse(_ text: String) -> Date? {
-        if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) {
-            return date
+        let bytes = Array(text.utf8)
+        var index = 0
+        func number(_ digits: Int) -> Int? {
+            guard index + digits <= bytes.count else { return nil }
+            var value = 0
+            for byte in bytes[index..<(index + digits)] {
+                guard byte >= 48, byte <= 57 else { return nil }
+                value = value * 10 + Int(byte - 48)
+            }
+            index += digits
+            return value
         }
-        return try? Date.ISO8601FormatStyle().parse(text)
+        func expect(_ character: UInt8) -> Bool {
+            guard index < bytes.count, bytes[index] == character else { return false }
+            index += 1
+            return true
+        }
+        guard let year = number(4), expect(45), let month = number(2), expect(45), let day = number(2),
+            index < bytes.count, bytes[index] == 84 || bytes[index] == 116 || bytes[index] == 32
+        else { return nil }
+        index += 1
+        guard let hour = number(2), expect(58), let minute = number(2), expect(58), let second = number(2),
+            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        var milliseconds = 0
+        if expect(46) {
+            var digits = 0
+            while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
+                if digits < 3 { milliseconds = milliseconds * 10 + Int(bytes[index] - 48) }
+                digits += 1
+                index += 1
+            }
+            guard digits > 0 else { return nil }
+            for _ in min(digits, 3)..<3 { milliseconds *= 10 }
+        }
+        var offsetSeconds = 0
+        if expect(90) || expect(122) {
+        } else if index < bytes.count, bytes[index] == 43 || bytes[index] == 45 {
+            let sign = bytes[index] == 45 ? -1 : 1
+            index += 1
+            guard let offsetHours = number(2) else { return nil }
+            _ = expect(58)
+            guard let offsetMinutes = number(2), offsetHours < 24, offsetMinutes < 60 else { return nil }
+            offsetSeconds = sign * (offsetHours * 3600 + offsetMinutes * 60)
+        } else {
+            return nil
+        }
+        guard index == bytes.count else { return nil }
+        var parts = tm()
+        parts.tm_year = Int32(year - 1900)
+        parts.tm_mon = Int32(month - 1)
+        parts.tm_mday = Int32(day)
+        parts.tm_hour = Int32(hour)
+        parts.tm_min = Int32(minute)
+        parts.tm_sec = Int32(second)
+        let seconds = Int64(timegm(&parts)) - Int64(offsetSeconds)
+        return Date(timeIntervalSince1970: Double(seconds * 1000 + Int64(milliseconds)) / 1000)
+    }
+}
+
+extension Int64 {
+    fileprivate func floorDivided(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
     }
 }

@@ -35,8 +35,14 @@ package final class KafkaProducer: Service, Sendable {
     /// - Throws: ``KafkaError`` `.deliveryFailed` (check `isRetriable`) or `.closed`.
     @discardableResult
     package func send(topic: String, key: String?, value: Data) async throws -> KafkaDeliveryReport {
+        try await send([KafkaOutgoingMessage(topic: topic, key: key, value: value)])[0].get()
+    }
+
+    /// Sends messages in order (their order per partition holds) and waits for every acknowledgement.
+    /// - Returns: one result per message, in the same order.
+    package func send(_ messages: [KafkaOutgoingMessage]) async throws -> [Result<KafkaDeliveryReport, any Error>] {
         let handle = try currentHandle()
-        return try await handle.send(topic: topic, key: key.map { Array($0.utf8) }, value: value)
+        return await handle.send(messages)
     }
 
     /// Checks that a broker answers, off the cooperative pool.
@@ -68,22 +74,41 @@ package final class KafkaProducer: Service, Sendable {
             guard !state.isClosed, let current = state.current else {
                 throw KafkaError(.closed, message: "the producer is closed")
             }
-            guard current.client.isFatal else { return (current, nil) }
+            guard current.client.isFatal || current.timedOut.load(ordering: .acquiring) else { return (current, nil) }
             let replacement = try ProducerHandle(properties: configuration.properties, logger: logger)
             state.current = replacement
             return (replacement, current)
         }
         if let retired {
-            logger.warning("replaced the Kafka producer after a fatal error")
+            logger.warning(
+                "replaced the Kafka producer",
+                metadata: ["reason": "\(retired.client.isFatal ? "fatal error" : "delivery timed out")"]
+            )
             DispatchQueue.global().async { retired.shutDown(flushTimeout: .zero) }
         }
         return handle
     }
 }
 
+/// A message to produce.
+package struct KafkaOutgoingMessage: Sendable {
+    package var topic: String
+    /// The partitioning key; messages with one key stay in order.
+    package var key: String?
+    package var value: Data
+    package init(topic: String, key: String?, value: Data) {
+        self.topic = topic
+        self.key = key
+        self.value = value
+    }
+}
+
 /// One librdkafka producer handle with the thread that serves its delivery reports.
 private final class ProducerHandle: Sendable {
     let client: RDKafkaClient
+    /// A delivery timed out on this handle. It is replaced on the next send: an idempotent producer whose broker
+    /// lost its state (a restarted in-memory broker) can otherwise loop on epoch bumps and never deliver again.
+    let timedOut = Atomic<Bool>(false)
     private let topics = Mutex<[String: TopicHandle]>([:])
     private let polling = PollLoopControl()
 
@@ -103,29 +128,39 @@ private final class ProducerHandle: Sendable {
 
     deinit { polling.stop.store(true, ordering: .releasing) }
 
-    func send(topic: String, key: [UInt8]?, value: Data) async throws -> KafkaDeliveryReport {
-        let topicHandle = try topicHandle(named: topic)
-        let cancellable = Mutex<DeliveryPromise?>(nil)
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let promiseObject = DeliveryPromise(continuation)
-                cancellable.withLock { $0 = promiseObject }
-                if Task.isCancelled { promiseObject.cancel() }
-                enqueue(promiseObject, topicHandle: topicHandle, topic: topic, key: key, value: value)
+    /// Hands the messages to librdkafka in the given order (so their order per partition holds), then waits for
+    /// every delivery report. Never blocks: a full local queue fails that send as retriable.
+    func send(_ messages: [KafkaOutgoingMessage]) async -> [Result<KafkaDeliveryReport, any Error>] {
+        let promises = messages.map { message in
+            let promise = DeliveryPromise()
+            do {
+                enqueue(message, promise: promise, topicHandle: try topicHandle(named: message.topic))
+            } catch {
+                promise.fulfil(.failure(error))
             }
-        } onCancel: {
-            // The message may still be delivered; the caller treats it as unacknowledged.
-            cancellable.withLock { $0 }?.cancel()
+            return promise
         }
+        var results: [Result<KafkaDeliveryReport, any Error>] = []
+        results.reserveCapacity(promises.count)
+        for promise in promises {
+            let result: Result<KafkaDeliveryReport, any Error>
+            do {
+                result = .success(try await promise.value())
+            } catch {
+                result = .failure(error)
+            }
+            if case .failure(let error as KafkaError) = result, error.code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue {
+                timedOut.store(true, ordering: .releasing)
+            }
+            results.append(result)
+        }
+        return results
     }
 
-    /// Hands the message to librdkafka; its delivery report (or an immediate failure) fulfils `promiseObject`.
-    /// Never blocks: a full local queue fails the send as retriable.
-    private func enqueue(
-        _ promiseObject: DeliveryPromise, topicHandle: TopicHandle, topic: String, key: [UInt8]?, value: Data
-    ) {
+    private func enqueue(_ message: KafkaOutgoingMessage, promise promiseObject: DeliveryPromise, topicHandle: TopicHandle) {
         let promise = Unmanaged.passRetained(promiseObject)
-        let result = value.withUnsafeBytes { payload -> Int32 in
+        let key = message.key.map { Array($0.utf8) }
+        let result = message.value.withUnsafeBytes { payload -> Int32 in
             let payloadPointer = UnsafeMutableRawPointer(mutating: payload.baseAddress)
             guard let key else {
                 return rd_kafka_produce(
@@ -146,7 +181,7 @@ private final class ProducerHandle: Sendable {
             .failure(
                 KafkaError(
                     .deliveryFailed, code: error.rawValue,
-                    message: "could not enqueue for \(topic): \(String(cString: rd_kafka_err2str(error)))",
+                    message: "could not enqueue for \(message.topic): \(String(cString: rd_kafka_err2str(error)))",
                     isRetriable: isRetriableDelivery(error)
                 )
             )

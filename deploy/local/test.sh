@@ -6,8 +6,14 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-coverage=()
-if [ "${1:-}" = "--coverage" ]; then coverage=(--enable-code-coverage); shift; fi
+# Coverage builds instrumented code into a separate folder so it does not invalidate the normal build.
+swift_flags=()
+coverage=false
+if [ "${1:-}" = "--coverage" ]; then
+    coverage=true
+    swift_flags=(--enable-code-coverage --scratch-path "$ROOT/.build-coverage")
+    shift
+fi
 
 PG_PORT=${TEST_PG_PORT:-15432}
 KAFKA_PORT=${TEST_KAFKA_PORT:-19092}
@@ -23,7 +29,7 @@ trap 'exit 130' INT TERM
 cd "$ROOT"
 log "building (debug, with tests)"
 build_started=$(date +%s)
-swift build --build-tests "${coverage[@]}"
+swift build --build-tests "${swift_flags[@]}"
 log "build took $(( $(date +%s) - build_started )) s"
 
 log "starting Postgres on 127.0.0.1:$PG_PORT and the Tansu broker on 127.0.0.1:$KAFKA_PORT"
@@ -34,15 +40,15 @@ export TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/delivery"
 export TEST_KAFKA_BROKERS="127.0.0.1:$KAFKA_PORT"
 export TEST_TANSU_BIN="$LOCAL/bin/tansu"
 export TEST_PYTHON="$PYTHON"
-export TEST_BIN_PATH="$(swift build --show-bin-path)"
+export TEST_BIN_PATH="$(swift build "${swift_flags[@]}" --show-bin-path)"
 export LOG_LEVEL=${LOG_LEVEL:-warning}
 
 tests_started=$(date +%s)
 status=0
-swift test --skip-build "${coverage[@]}" "$@" || status=$?
+swift test --skip-build "${swift_flags[@]}" "$@" || status=$?
 log "tests took $(( $(date +%s) - tests_started )) s (exit status $status)"
 
-if [ ${#coverage[@]} -gt 0 ] && [ $status -eq 0 ]; then
-    "$PYTHON" "$ROOT/deploy/local/coverage_report.py" "$(swift test --show-codecov-path)"
+if $coverage; then
+    "$PYTHON" "$ROOT/deploy/local/coverage_report.py" "$(swift test "${swift_flags[@]}" --show-codecov-path)" || status=$?
 fi
 exit $status

@@ -166,27 +166,54 @@ package struct KafkaDeliveryReport: Sendable, Equatable {
     package var offset: Int64
 }
 
-/// One message's pending delivery report, passed to librdkafka as the message opaque. Resumes its waiter once:
-/// with the broker's answer, or earlier with `CancellationError` if the waiting task is cancelled.
+/// One message's pending delivery report, passed to librdkafka as the message opaque. The report may arrive
+/// before or after someone waits for it; a waiting task that is cancelled stops waiting with `CancellationError`
+/// (the message may still be delivered).
 final class DeliveryPromise: Sendable {
-    private let continuation: Mutex<CheckedContinuation<KafkaDeliveryReport, any Error>?>
-
-    init(_ continuation: CheckedContinuation<KafkaDeliveryReport, any Error>) {
-        self.continuation = Mutex(continuation)
+    private enum State {
+        case pending
+        case waiting(CheckedContinuation<KafkaDeliveryReport, any Error>)
+        case done(Result<KafkaDeliveryReport, any Error>)
     }
 
-    func fulfil(_ result: Result<KafkaDeliveryReport, KafkaError>) {
-        resume(with: result.mapError { $0 as any Error })
-    }
+    private let state = Mutex<State>(.pending)
 
-    func cancel() { resume(with: .failure(CancellationError())) }
-
-    private func resume(with result: Result<KafkaDeliveryReport, any Error>) {
-        let waiter = continuation.withLock { waiter in
-            defer { waiter = nil }
-            return waiter
+    func fulfil(_ result: Result<KafkaDeliveryReport, any Error>) {
+        let waiter = state.withLock { state -> CheckedContinuation<KafkaDeliveryReport, any Error>? in
+            switch state {
+            case .pending:
+                state = .done(result)
+                return nil
+            case .waiting(let continuation):
+                state = .done(result)
+                return continuation
+            case .done:
+                return nil
+            }
         }
         waiter?.resume(with: result)
+    }
+
+    /// The broker's answer.
+    func value() async throws -> KafkaDeliveryReport {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let ready = state.withLock { state -> Result<KafkaDeliveryReport, any Error>? in
+                    switch state {
+                    case .pending:
+                        state = .waiting(continuation)
+                        return nil
+                    case .done(let result):
+                        return result
+                    case .waiting:
+                        preconditionFailure("a delivery promise is awaited once")
+                    }
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            fulfil(.failure(CancellationError()))
+        }
     }
 }
 

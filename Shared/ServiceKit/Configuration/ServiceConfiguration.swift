@@ -44,7 +44,7 @@ package struct ServiceConfiguration: Sendable {
     package struct KafkaSettings: Sendable {
         /// `KAFKA_BROKERS`: comma-separated `host:port`.
         package var brokers: [String]
-        /// `KAFKA_PROPERTIES`: extra librdkafka properties, `key=value,key=value`, applied last.
+        /// `KAFKA_PROPERTIES`: extra librdkafka properties, `key=value;key=value`, applied last.
         package var additionalProperties: [String: String]
         /// `KAFKA_TOPIC_PARTITIONS`, default 3: partitions of topics this service creates.
         package var topicPartitions: Int
@@ -68,6 +68,12 @@ package struct ServiceConfiguration: Sendable {
         /// `JWT_AUDIENCE`: the `aud` (or Cognito `client_id`) every token must carry.
         package var audience: String
         package var keySource: JWTKeySource
+
+        package init(issuer: String, audience: String, keySource: JWTKeySource) {
+            self.issuer = issuer
+            self.audience = audience
+            self.keySource = keySource
+        }
     }
 
     package struct OutboxSettings: Sendable {

@@ -98,11 +98,12 @@ package struct ServiceEnvironment: Sendable {
         return value
     }
 
-    /// `key=value` pairs separated by commas, e.g. `KAFKA_PROPERTIES=max.poll.interval.ms=300000,acks=all`.
+    /// `key=value` pairs separated by semicolons (values may hold commas), e.g.
+    /// `KAFKA_PROPERTIES=max.poll.interval.ms=300000;debug=broker,topic`.
     package func keyValuePairs(_ name: String) throws(ConfigurationError) -> [String: String] {
         guard let text = optional(name) else { return [:] }
         var pairs: [String: String] = [:]
-        for item in text.split(separator: ",") {
+        for item in text.split(separator: ";") where !item.trimmingCharacters(in: .whitespaces).isEmpty {
             let parts = item.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             guard parts.count == 2, !parts[0].isEmpty else {
                 throw ConfigurationError(variable: name, problem: "'\(item)' is not key=value")

@@ -143,20 +143,13 @@ package final class OutboxRelay: Service, Sendable {
             }
             guard !rows.isEmpty else { return }
 
-            let outcomes = await withTaskGroup(of: (Int64, (any Error)?).self) { group in
-                for row in rows {
-                    group.addTask { [producer] in
-                        do {
-                            try await producer.send(topic: row.topic, key: row.key, value: Data(row.payload.utf8))
-                            return (row.id, nil)
-                        } catch {
-                            return (row.id, error)
-                        }
-                    }
-                }
-                var outcomes: [Int64: (any Error)?] = [:]
-                for await (id, error) in group { outcomes[id] = error }
-                return outcomes
+            // Enqueued in id order, so each key's rows reach their partition in commit order.
+            let results = try await producer.send(
+                rows.map { KafkaOutgoingMessage(topic: $0.topic, key: $0.key, value: Data($0.payload.utf8)) }
+            )
+            var outcomes: [Int64: (any Error)?] = [:]
+            for (row, result) in zip(rows, results) {
+                if case .failure(let error) = result { outcomes[row.id] = error } else { outcomes[row.id] = .some(nil) }
             }
 
             var publishedIds: [Int64] = []

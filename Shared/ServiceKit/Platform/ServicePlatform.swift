@@ -29,6 +29,7 @@ package struct ServicePlatform: Sendable {
     package static func prepare(
         configuration: ServiceConfiguration, migrations: MigrationSet, logger: Logger
     ) async throws -> ServicePlatform {
+        ServiceMetrics.bootstrap()
         logger.info(
             "starting",
             metadata: [
@@ -127,24 +128,10 @@ package struct ServicePlatform: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            // Let the client's run loop start before the first lease.
-            try await Task.sleep(for: .milliseconds(20))
-            let deadline = ContinuousClock.now + .seconds(30)
-            while true {
-                do {
-                    try await client.query("SELECT 1", logger: logger)
-                    break
-                } catch {
-                    guard ContinuousClock.now < deadline else {
-                        throw DependencyUnavailable(
-                            what: "Postgres at \(configuration.database.host):\(configuration.database.port)/\(configuration.database.database)",
-                            reason: "\(String(reflecting: error))"
-                        )
-                    }
-                    logger.warning("waiting for Postgres", metadata: ["error": "\(error)"])
-                    try await Task.sleep(for: .seconds(1))
-                }
-            }
+            try await Database.waitForServer(
+                client, description: "Postgres at \(configuration.database.host):\(configuration.database.port)/\(configuration.database.database)",
+                timeout: .seconds(30), logger: logger
+            )
             try await Migrator.apply(sets, schema: configuration.database.schema, client: client, logger: logger)
         }
     }

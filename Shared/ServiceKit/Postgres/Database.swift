@@ -60,6 +60,28 @@ package struct Database: Sendable {
         }
     }
 
+    /// Waits until `client` (already running) answers a query, retrying every second.
+    /// - Throws: ``DependencyUnavailable`` after `timeout`.
+    package static func waitForServer(
+        _ client: PostgresClient, description: String, timeout: Duration, logger: Logger
+    ) async throws {
+        // Let the client's run loop start before the first lease.
+        try await Task.sleep(for: .milliseconds(20))
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            do {
+                try await client.query("SELECT 1", logger: logger)
+                return
+            } catch {
+                guard ContinuousClock.now < deadline else {
+                    throw DependencyUnavailable(what: description, reason: "\(String(reflecting: error))")
+                }
+                logger.warning("waiting for Postgres", metadata: ["error": "\(error)"])
+                try await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
     /// Leases a connection for `body` without a transaction.
     package func withConnection<Result: Sendable>(_ body: (PostgresConnection) async throws -> Result) async throws
         -> Result

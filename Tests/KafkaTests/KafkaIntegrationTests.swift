@@ -1,0 +1,185 @@
+import Foundation
+import Kafka
+import ServiceKit
+import Synchronization
+import TestSupport
+import Testing
+
+/// The Kafka wrapper against the real broker `make test` starts (Tansu, Kafka wire protocol).
+@Suite("Kafka against a real broker", .timeLimit(.minutes(3)))
+struct KafkaIntegrationTests {
+    let logger = TestInfrastructure.logger("kafka-tests")
+
+    func client() throws -> KafkaClientConfiguration {
+        KafkaClientConfiguration(bootstrapServers: [try TestInfrastructure.kafkaBrokers()], clientId: "kafka-tests")
+    }
+
+    func makeTopic(partitions: Int) async throws -> String {
+        let topic = uniqueName("topic")
+        try await KafkaAdmin.createTopics(
+            [KafkaTopicSpecification(name: topic, partitions: partitions)], client: try client(), logger: logger
+        )
+        return topic
+    }
+
+    func makeConsumer(group: String, topic: String) throws -> KafkaConsumer {
+        try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(client: try client(), groupId: group), topics: [topic], logger: logger
+        )
+    }
+
+    /// Reads messages until `done` says so, or fails after `timeout`.
+    func consume(
+        _ consumer: KafkaConsumer, timeout: Duration = .seconds(30), until done: @escaping @Sendable ([KafkaMessage]) -> Bool
+    ) async throws -> [KafkaMessage] {
+        try await withTimeout(timeout) {
+            var received: [KafkaMessage] = []
+            for try await message in consumer.messages {
+                received.append(message)
+                if done(received) { break }
+            }
+            return received
+        }
+    }
+
+    @Test("1,000 keyed messages over 3 partitions are all consumed, in order per key")
+    func keyedMessagesInOrder() async throws {
+        let topic = try await makeTopic(partitions: 3)
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+        let keys = (0..<10).map { "order-\($0)" }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for key in keys {
+                group.addTask {
+                    for sequence in 0..<100 {
+                        try await producer.send(topic: topic, key: key, value: Data("\(key):\(sequence)".utf8))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        await producer.close()
+
+        let consumer = try makeConsumer(group: uniqueName("group"), topic: topic)
+        let messages = try await consume(consumer) { $0.count >= 1000 }
+        try await consumer.commit(messages.last!)
+        await consumer.close()
+
+        #expect(messages.count == 1000)
+        var sequences: [String: [Int]] = [:]
+        var partitionsOfKey: [String: Set<Int32>] = [:]
+        for message in messages {
+            let parts = String(decoding: message.value, as: UTF8.self).split(separator: ":")
+            #expect(message.keyString == String(parts[0]))
+            sequences[String(parts[0]), default: []].append(Int(parts[1])!)
+            partitionsOfKey[String(parts[0]), default: []].insert(message.partition)
+        }
+        for key in keys {
+            #expect(sequences[key] == Array(0..<100), "messages of \(key) out of order or missing")
+            #expect(partitionsOfKey[key]?.count == 1, "one key must stay on one partition")
+        }
+        #expect(Set(messages.map(\.partition)).count == 3, "ten keys should spread over all three partitions")
+    }
+
+    @Test("a consumer that stops before committing gets the uncommitted messages again after restart")
+    func uncommittedMessagesAreRedelivered() async throws {
+        let topic = try await makeTopic(partitions: 1)
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+        for index in 0..<10 {
+            try await producer.send(topic: topic, key: "k", value: Data("m\(index)".utf8))
+        }
+        await producer.close()
+        let group = uniqueName("group")
+
+        let first = try makeConsumer(group: group, topic: topic)
+        let firstRun = try await consume(first) { $0.count == 10 }
+        try await first.commit(firstRun[4])  // processed m0...m4 only
+        await first.close()
+
+        let second = try makeConsumer(group: group, topic: topic)
+        let secondRun = try await consume(second) { $0.count == 5 }
+        await second.close()
+        #expect(secondRun.map { String(decoding: $0.value, as: UTF8.self) } == ["m5", "m6", "m7", "m8", "m9"])
+    }
+
+    @Test("two consumers in one group split the partitions")
+    func consumersSplitPartitions() async throws {
+        let topic = try await makeTopic(partitions: 3)
+        let group = uniqueName("group")
+        let first = try makeConsumer(group: group, topic: topic)
+        let second = try makeConsumer(group: group, topic: topic)
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+        let received = Locked<[String: Set<Int32>]>([:])
+
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                for try await message in first.messages {
+                    received.withLock { _ = $0["first", default: []].insert(message.partition) }
+                }
+            }
+            tasks.addTask {
+                for try await message in second.messages {
+                    received.withLock { _ = $0["second", default: []].insert(message.partition) }
+                }
+            }
+            // Keep producing on every key until both members have received messages after the rebalance.
+            try await eventually(timeout: .seconds(60), interval: .milliseconds(200), "both members receiving") {
+                for index in 0..<30 {
+                    try await producer.send(topic: topic, key: "key-\(index)", value: Data("x".utf8))
+                }
+                return received.withLock { $0.count == 2 }
+                    && first.assignment().count + second.assignment().count == 3
+            }
+            tasks.cancelAll()
+        }
+        let firstPartitions = first.assignment()
+        let secondPartitions = second.assignment()
+        #expect(firstPartitions.isDisjoint(with: secondPartitions))
+        #expect(firstPartitions.union(secondPartitions).count == 3)
+        #expect(!firstPartitions.isEmpty && !secondPartitions.isEmpty)
+        await producer.close()
+        await first.close()
+        await second.close()
+    }
+
+    @Test("a send to an unreachable broker fails with a retriable delivery error naming librdkafka")
+    func unreachableBroker() async throws {
+        var configuration = KafkaProducerConfiguration(
+            client: KafkaClientConfiguration(bootstrapServers: ["127.0.0.1:19199"], clientId: "kafka-tests")
+        )
+        configuration.deliveryTimeout = .seconds(2)
+        let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        await #expect {
+            try await producer.send(topic: "nowhere", key: "k", value: Data("x".utf8))
+        } throws: { error in
+            guard let error = error as? KafkaError else { return false }
+            return error.kind == .deliveryFailed && error.isRetriable && "\(error)".contains("librdkafka")
+        }
+        await #expect(throws: KafkaError.self) { try await producer.checkBroker(timeout: .milliseconds(500)) }
+        await producer.close()
+    }
+
+    @Test("an unknown librdkafka property is a configuration error")
+    func invalidProperty() throws {
+        var client = try client()
+        client.additionalProperties = ["no.such.property": "1"]
+        #expect {
+            _ = try KafkaProducer(configuration: KafkaProducerConfiguration(client: client), logger: logger)
+        } throws: { error in
+            (error as? KafkaError)?.kind == .configuration && "\(error)".contains("no.such.property")
+        }
+    }
+
+    @Test("creating topics that exist already succeeds")
+    func createTopicsIsIdempotent() async throws {
+        let topic = try await makeTopic(partitions: 2)
+        try await KafkaAdmin.createTopics(
+            [KafkaTopicSpecification(name: topic, partitions: 2)], client: try client(), logger: logger
+        )
+    }
+
+    @Test("the loaded librdkafka is new enough for the local broker")
+    func libraryVersion() {
+        #expect(!KafkaLibrary.isTooOldForTansu, "loaded \(KafkaLibrary.description)")
+        #expect(KafkaLibrary.path != nil)
+    }
+}

@@ -1,0 +1,198 @@
+import Contracts
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Kafka
+import Logging
+import NIOCore
+import PostgresNIO
+import ServiceKit
+import TestSupport
+import Testing
+
+/// The transactional outbox and the consumer inbox against the real Postgres and broker.
+@Suite("Outbox and inbox", .timeLimit(.minutes(4)))
+struct OutboxInboxTests {
+    let logger = TestInfrastructure.logger("outbox-tests")
+
+    static func client(_ brokers: String) -> KafkaClientConfiguration {
+        KafkaClientConfiguration(bootstrapServers: [brokers], clientId: "outbox-tests")
+    }
+
+    static func settings() -> ServiceConfiguration.OutboxSettings {
+        try! ServiceConfiguration(
+            serviceName: "t", defaultPort: 0, defaultSchema: "t", environment: try! testServiceEnvironment()
+        ).outbox
+    }
+
+    /// The envelopes on `topic` whose aggregate is one of `aggregates`, read from the start until `count` arrived.
+    static func readEvents(
+        topic: Topic, brokers: String, aggregates: Set<String>, count: Int, logger: Logger
+    ) async throws -> [DecodedEvent] {
+        let consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(client: client(brokers), groupId: uniqueName("reader")),
+            topics: [topic.rawValue], logger: logger
+        )
+        defer { Task { await consumer.close() } }
+        return try await withTimeout(.seconds(60)) {
+            var events: [DecodedEvent] = []
+            for try await message in consumer.messages {
+                guard let event = try? EventCatalog.decode(message.value), aggregates.contains(event.header.aggregateId) else {
+                    continue
+                }
+                events.append(event)
+                if events.count >= count { break }
+            }
+            return events
+        }
+    }
+
+    static func accepted(_ orderId: String, sequence: Int) -> EventEnvelope<OrderAccepted> {
+        EventEnvelope(aggregateId: orderId, payload: OrderAccepted(orderId: orderId, customerId: "seq-\(sequence)", vendorId: "v"))
+    }
+
+    @Test("rows of a rolled-back transaction are never published; committed rows are, in order per aggregate")
+    func rollbackNeverPublished() async throws {
+        let brokers = try TestInfrastructure.kafkaBrokers()
+        let rolledBack = uniqueName("rolled")
+        let committed = uniqueName("committed")
+        try await withTestDatabase { database in
+            let outbox = Outbox(schema: database.schema)
+            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
+            let relay = OutboxRelay(database: database, producer: producer, outbox: outbox, settings: Self.settings(), logger: logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await relay.run() }
+                struct Abort: Error {}
+                await #expect(throws: Abort.self) {
+                    try await database.transaction { connection in
+                        try await outbox.enqueue(Self.accepted(rolledBack, sequence: 0), on: connection, logger: logger)
+                        throw Abort()
+                    }
+                }
+                try await database.transaction { connection in
+                    for sequence in 0..<5 {
+                        try await outbox.enqueue(Self.accepted(committed, sequence: sequence), on: connection, logger: logger)
+                    }
+                }
+                let events = try await Self.readEvents(
+                    topic: .ordersEvents, brokers: brokers, aggregates: [rolledBack, committed], count: 5, logger: logger
+                )
+                #expect(events.allSatisfy { $0.header.aggregateId == committed })
+                #expect(events.compactMap { $0.payload(as: OrderAccepted.self)?.customerId } == (0..<5).map { "seq-\($0)" })
+                try await eventually("rows marked published") {
+                    try await database.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL", as: Int.self) == 0
+                }
+                #expect(try await database.scalar("SELECT count(*) FROM outbox", as: Int.self) == 5)
+                group.cancelAll()
+            }
+            await producer.close()
+        }
+    }
+
+    /// A service with no routes of its own: the platform alone.
+    enum BareService: ServiceDefinition {
+        static let name = "bare-service"
+        static let defaultPort = 0
+        static let defaultSchema = "bare"
+        static func migrations() throws -> MigrationSet { MigrationSet(component: name, migrations: []) }
+        static func configure(
+            _ platform: inout ServicePlatform, router: Router<ServiceRequestContext>, environment: ServiceEnvironment
+        ) async throws {}
+    }
+
+    @Test("with the broker down, committed rows stay pending and /ready says so; once it is back they are all published in order")
+    func brokerOutage() async throws {
+        let broker = TansuBroker(port: 19101)
+        try broker.start()
+        defer { broker.stop() }
+        let schema = uniqueName("outage")
+        let environment = try testServiceEnvironment(schema: schema, brokers: broker.address, extra: ["KAFKA_DELIVERY_TIMEOUT_MS": "2000"])
+        let app = try await BareService.buildApplication(
+            configuration: try BareService.configuration(environment: environment), environment: environment, logger: logger
+        )
+        let aggregates = (0..<3).map { _ in uniqueName("order") }
+        try await app.test(.live) { client in
+            try await eventually("ready") { try await client.execute(uri: "/ready", method: .get).status == .ok }
+            broker.stop()
+
+            try await eventually("/ready reporting the broker down") {
+                let response = try await client.execute(uri: "/ready", method: .get)
+                guard response.status == .serviceUnavailable else { return false }
+                let body = try JSONDecoder().decode(HealthRoutes.ReadyBody.self, from: Data(buffer: response.body))
+                return body.checks == ["kafka": "down", "postgres": "up"] && body.error?.code == .notReady
+                    && body.error?.message.contains("kafka") == true
+            }
+            #expect(try await client.execute(uri: "/health", method: .get).status == .ok)
+
+            try await withTestDatabase(schema: schema, migrations: []) { database in
+                let outbox = Outbox(schema: schema)
+                for sequence in 0..<4 {
+                    for aggregate in aggregates {
+                        try await database.transaction { connection in
+                            try await outbox.enqueue(Self.accepted(aggregate, sequence: sequence), on: connection, logger: logger)
+                        }
+                    }
+                }
+                try await Task.sleep(for: .seconds(3))
+                #expect(try await database.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL", as: Int.self) == 12)
+                #expect(try await database.scalar("SELECT max(attempts) FROM outbox", as: Int.self) ?? 0 >= 1)
+
+                try broker.start()
+                try await eventually(timeout: .seconds(90), "pending rows published after the broker came back") {
+                    try await database.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL", as: Int.self) == 0
+                }
+            }
+            try await eventually("ready again") { try await client.execute(uri: "/ready", method: .get).status == .ok }
+        }
+        // The restarted broker started empty, so everything on it was published after the outage.
+        let events = try await Self.readEvents(
+            topic: .ordersEvents, brokers: broker.address, aggregates: Set(aggregates), count: 12, logger: logger
+        )
+        for aggregate in aggregates {
+            let sequence = events.filter { $0.header.aggregateId == aggregate }.compactMap { $0.payload(as: OrderAccepted.self)?.customerId }
+            #expect(sequence == (0..<4).map { "seq-\($0)" }, "order of \(aggregate)")
+        }
+    }
+
+    @Test("the same event delivered twice has its effect once; an unreadable message is dead-lettered and skipped")
+    func inboxDeduplicates() async throws {
+        let brokers = try TestInfrastructure.kafkaBrokers()
+        let topic = Topic(uniqueName("inbox"))
+        try await KafkaAdmin.createTopics([KafkaTopicSpecification(name: topic.rawValue, partitions: 1)], client: Self.client(brokers), logger: logger)
+        try await withTestDatabase { database in
+            try await database.client.query("CREATE TABLE effects (event_id uuid NOT NULL, order_id text NOT NULL)", logger: logger)
+            let consumer = EventConsumer(
+                name: "effects", topics: [topic],
+                configuration: KafkaConsumerConfiguration(client: Self.client(brokers), groupId: uniqueName("group")),
+                effect: .transactional(database) { event, connection in
+                    let orderId = event.payload(as: OrderAccepted.self)?.orderId ?? "?"
+                    try await connection.query(
+                        "INSERT INTO effects (event_id, order_id) VALUES (\(event.header.eventId), \(orderId))", logger: logger
+                    )
+                },
+                logger: logger
+            )
+            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
+            let duplicated = try ContractCoding.encode(Self.accepted("order-dup", sequence: 0))
+            let sentinel = try ContractCoding.encode(Self.accepted("order-sentinel", sequence: 1))
+            try await producer.send(topic: topic.rawValue, key: "order-dup", value: duplicated)
+            try await producer.send(topic: topic.rawValue, key: "order-dup", value: duplicated)
+            try await producer.send(topic: topic.rawValue, key: "junk", value: Data("not an event".utf8))
+            try await producer.send(topic: topic.rawValue, key: "order-sentinel", value: sentinel)
+            await producer.close()
+
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await consumer.run() }
+                try await eventually(timeout: .seconds(30), "the sentinel's effect") {
+                    try await database.scalar("SELECT count(*) FROM effects WHERE order_id = 'order-sentinel'", as: Int.self) == 1
+                }
+                group.cancelAll()
+            }
+            #expect(try await database.scalar("SELECT count(*) FROM effects WHERE order_id = 'order-dup'", as: Int.self) == 1)
+            #expect(try await database.scalar("SELECT count(*) FROM inbox WHERE consumer = 'effects'", as: Int.self) == 2)
+            let dead = try await database.scalar("SELECT convert_from(payload, 'UTF8') FROM dead_letters", as: String.self)
+            #expect(dead == "not an event")
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process started with `posix_spawn`, its output captured in a file. Used instead of Foundation's
+/// `Process`, whose `waitUntilExit` spins a CPU at 100% on Linux when called off the main thread.
+package final class ChildProcess: @unchecked Sendable {
+    // @unchecked: `pid` and `status` are only touched by the test that owns the process, sequentially.
+    package let pid: pid_t
+    package let outputFile: URL
+    private var status: Int32?
+
+    /// Starts `executable` with `arguments` and exactly `environment`; stdout and stderr go to one file.
+    package init(executable: String, arguments: [String], environment: [String: String]? = nil) throws {
+        outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("child-\(UUID().uuidString).log")
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, outputFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+
+        // The spawning thread may block signals (dispatch's threads do); the child must not inherit that.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let environmentValues = environment ?? ProcessInfo.processInfo.environment
+        let envp = environmentValues.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        guard result == 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EINVAL)
+        }
+        self.pid = pid
+    }
+
+    /// Waits for the process to end and returns its exit status (128 + signal if killed by one).
+    @discardableResult
+    package func wait() -> Int32 {
+        if let status { return status }
+        var raw: Int32 = 0
+        while waitpid(pid, &raw, 0) == -1, errno == EINTR {}
+        let exitStatus = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+        status = exitStatus
+        return exitStatus
+    }
+
+    /// Sends `signal` and waits for the process to end.
+    package func stop(signal: Int32 = SIGTERM) {
+        guard status == nil else { return }
+        kill(pid, signal)
+        wait()
+    }
+
+    /// Everything the process wrote so far.
+    package var output: String {
+        (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
+    }
+
+    deinit {
+        stop(signal: SIGKILL)
+        try? FileManager.default.removeItem(at: outputFile)
+    }
+}
