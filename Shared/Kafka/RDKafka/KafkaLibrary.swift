@@ -1,4 +1,5 @@
 import CRdKafka
+import Foundation
 
 /// The librdkafka the process actually loaded (which may differ from the headers it was built against).
 package enum KafkaLibrary {
@@ -8,8 +9,16 @@ package enum KafkaLibrary {
     /// librdkafka's numeric version, `0xMMmmrrxx`.
     package static var versionNumber: Int32 { rd_kafka_version() }
 
-    /// The file the dynamic linker loaded librdkafka from, if it can tell.
-    package static let path: String? = crdkafka_loaded_library_path().map { String(cString: $0) }
+    /// The file the dynamic linker loaded librdkafka from, read from the process's memory map (Linux).
+    package static let path: String? = {
+        // /proc files report size 0, so read to the end rather than by size.
+        guard let data = FileHandle(forReadingAtPath: "/proc/self/maps")?.readDataToEndOfFile() else { return nil }
+        let maps = String(decoding: data, as: UTF8.self)
+        for line in maps.split(separator: "\n") where line.contains("librdkafka") {
+            if let start = line.firstIndex(of: "/") { return String(line[start...]) }
+        }
+        return nil
+    }()
 
     /// `librdkafka 2.16.0 (/path/to/librdkafka.so.1)`: logged at start-up and named in broker errors.
     package static var description: String {
