@@ -18,6 +18,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -63,6 +64,30 @@ let package = Package(
             resources: [.copy("Migrations")],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "Realtime",
+            dependencies: [
+                "Contracts", "Kafka", "ServiceKit",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Shared/Realtime",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "socketio-conformance-server",
+            dependencies: [
+                "Realtime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            path: "Tools/SocketIOConformanceServer",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "devtoken",
             dependencies: [
@@ -76,6 +101,16 @@ let package = Package(
         .testTarget(
             name: "ContractsTests",
             dependencies: ["Contracts"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RealtimeTests",
+            dependencies: [
+                "Realtime", "TestSupport", "ServiceKit", "Contracts", "Kafka",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            exclude: ["python"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -101,6 +136,9 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings

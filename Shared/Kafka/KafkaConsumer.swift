@@ -29,13 +29,13 @@ package struct KafkaTopicPartition: Hashable, Sendable, CustomStringConvertible 
 /// A consumer-group member. Read ``messages`` and ``commit(_:)`` each message once its effect is committed:
 /// at-least-once delivery, so effects must be idempotent.
 ///
-/// Polling happens on the consumer's own dispatch queue (after a non-blocking attempt), so iterating never
-/// blocks Swift's cooperative pool; cancelling the iterating task ends the sequence within about 100 ms.
+/// One thread of its own polls librdkafka (only while a message is wanted) and runs the commits, so nothing
+/// here blocks Swift's cooperative pool or GCD's queues. Cancelling the iterating task ends the sequence within
+/// about 100 ms; a message polled meanwhile is kept for the next iteration, never dropped.
 package final class KafkaConsumer: Sendable {
     private let client: RDKafkaClient
-    private let queue: DispatchQueue
     private let logger: Logger
-    private let isClosed = Atomic<Bool>(false)
+    private let loop: ConsumerLoop
     package let groupId: String
 
     /// Creates the consumer and subscribes; joining the group happens in the background while polling.
@@ -43,7 +43,6 @@ package final class KafkaConsumer: Sendable {
         self.client = try RDKafkaClient(kind: .consumer, properties: configuration.properties, logger: logger)
         self.groupId = configuration.groupId
         self.logger = logger
-        self.queue = DispatchQueue(label: "librdkafka-consumer-\(configuration.groupId)")
         rd_kafka_poll_set_consumer(client.handle)
         let list = rd_kafka_topic_partition_list_new(Int32(topics.count))
         defer { rd_kafka_topic_partition_list_destroy(list) }
@@ -57,7 +56,10 @@ package final class KafkaConsumer: Sendable {
                 message: "subscribe to \(topics) failed: \(String(cString: rd_kafka_err2str(code)))"
             )
         }
+        self.loop = ConsumerLoop(client: client, groupId: configuration.groupId, logger: logger)
     }
+
+    deinit { loop.stop() }
 
     /// The messages of the subscribed topics, in order per partition. Ends when the task is cancelled or the
     /// consumer is closed; throws on an error the consumer cannot continue after.
@@ -72,25 +74,7 @@ package final class KafkaConsumer: Sendable {
 
     /// Commits the given last-processed offsets.
     package func commit(_ offsets: [KafkaTopicPartition: Int64]) async throws {
-        guard !isClosed.load(ordering: .acquiring) else {
-            throw KafkaError(.closed, message: "the consumer is closed")
-        }
-        let client = self.client
-        try await runBlocking {
-            let list = rd_kafka_topic_partition_list_new(Int32(offsets.count))
-            defer { rd_kafka_topic_partition_list_destroy(list) }
-            for (partition, offset) in offsets {
-                rd_kafka_topic_partition_list_add(list, partition.topic, partition.partition)?.pointee.offset =
-                    offset + 1
-            }
-            let code = rd_kafka_commit(client.handle, list, 0)
-            guard code == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                throw KafkaError(
-                    .commitFailed, code: code.rawValue, message: String(cString: rd_kafka_err2str(code)),
-                    isRetriable: true
-                )
-            }
-        }
+        try await loop.commit(offsets)
     }
 
     /// The partitions currently assigned to this member.
@@ -108,33 +92,7 @@ package final class KafkaConsumer: Sendable {
 
     /// Leaves the group (handing partitions over) and stops consuming. Idempotent.
     package func close() async {
-        guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let client = self.client
-        _ = try? await runBlocking(on: queue) { rd_kafka_consumer_close(client.handle) }
-    }
-
-    /// One poll. `timeout` 0 never blocks; otherwise call it on `queue`.
-    fileprivate func poll(timeoutMilliseconds: Int32) throws -> KafkaMessage? {
-        guard !isClosed.load(ordering: .acquiring) else { return nil }
-        guard let message = rd_kafka_consumer_poll(client.handle, timeoutMilliseconds) else { return nil }
-        defer { rd_kafka_message_destroy(message) }
-        let pointee = message.pointee
-        guard pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            let text =
-                pointee.len > 0 && pointee.payload != nil
-                ? String(
-                    decoding: UnsafeRawBufferPointer(start: pointee.payload, count: pointee.len), as: UTF8.self
-                ) : String(cString: rd_kafka_err2str(pointee.err))
-            if pointee.err == RD_KAFKA_RESP_ERR__FATAL {
-                throw KafkaError(.consumerFailed, code: pointee.err.rawValue, message: text)
-            }
-            logger.warning("Kafka consumer error", metadata: ["kafka.error": "\(text)", "kafka.group": "\(groupId)"])
-            return nil
-        }
-        let value = pointee.payload.map { Data(bytes: $0, count: pointee.len) } ?? Data()
-        let key = pointee.key.map { Data(bytes: $0, count: pointee.key_len) }
-        let topic = pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
-        return KafkaMessage(topic: topic, partition: pointee.partition, offset: pointee.offset, key: key, value: value)
+        await loop.close()
     }
 
     /// The consumer's messages as an `AsyncSequence`.
@@ -148,17 +106,183 @@ package final class KafkaConsumer: Sendable {
             let consumer: KafkaConsumer
 
             package mutating func next() async throws -> KafkaMessage? {
-                while !Task.isCancelled, !consumer.isClosed.load(ordering: .acquiring) {
-                    if let message = try consumer.poll(timeoutMilliseconds: 0) { return message }
-                    let consumer = self.consumer
-                    if let message = try await runBlocking(on: consumer.queue, { [consumer] in
-                        try consumer.poll(timeoutMilliseconds: 100)
-                    }) {
-                        return message
-                    }
-                }
-                return nil
+                try await consumer.loop.next()
             }
         }
+    }
+}
+
+/// The consumer's own thread: polls while a message is wanted, runs commits between polls, closes.
+private final class ConsumerLoop: Sendable {
+    private enum Command: Sendable {
+        case commit([KafkaTopicPartition: Int64], CheckedContinuation<Void, any Error>)
+        case close(CheckedContinuation<Void, Never>)
+    }
+
+    private struct State: Sendable {
+        var waiter: CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>?
+        /// A message polled after its waiter went away; the next `next()` gets it first.
+        var stash: KafkaMessage?
+        var commands: [Command] = []
+        var closed = false
+        var stopped = false
+    }
+
+    private let client: RDKafkaClient
+    private let groupId: String
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+
+    init(client: RDKafkaClient, groupId: String, logger: Logger) {
+        self.client = client
+        self.groupId = groupId
+        self.logger = logger
+        let thread = Thread { [self] in run() }
+        thread.name = "librdkafka-consumer"
+        thread.start()
+    }
+
+    func next() async throws -> KafkaMessage? {
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>) in
+                let immediate = state.withLock { state -> Result<KafkaMessage?, KafkaError>? in
+                    if state.closed || Task.isCancelled { return .success(nil) }
+                    if let message = state.stash {
+                        state.stash = nil
+                        return .success(message)
+                    }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let immediate { continuation.resume(returning: immediate) } else { wake.signal() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume(returning: .success(nil))
+        }
+        return try result.get()
+    }
+
+    func commit(_ offsets: [KafkaTopicPartition: Int64]) async throws {
+        try await withCheckedThrowingContinuation { continuation in
+            let accepted = state.withLock { state -> Bool in
+                guard !state.closed else { return false }
+                state.commands.append(.commit(offsets, continuation))
+                return true
+            }
+            if accepted {
+                wake.signal()
+            } else {
+                continuation.resume(throwing: KafkaError(.closed, message: "the consumer is closed"))
+            }
+        }
+    }
+
+    func close() async {
+        await withCheckedContinuation { continuation in
+            let (accepted, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>?) in
+                guard !state.closed else { return (false, nil) }
+                state.closed = true
+                state.commands.append(.close(continuation))
+                defer { state.waiter = nil }
+                return (true, state.waiter)
+            }
+            waiter?.resume(returning: .success(nil))
+            if accepted { wake.signal() } else { continuation.resume() }
+        }
+    }
+
+    /// Ends the thread without leaving the group cleanly (the handle's destruction does that).
+    func stop() {
+        state.withLock { $0.stopped = true }
+        wake.signal()
+    }
+
+    private func run() {
+        while true {
+            let (commands, wantsMessage, stopped) = state.withLock { state in
+                defer { state.commands.removeAll() }
+                return (state.commands, state.waiter != nil && state.stash == nil, state.stopped)
+            }
+            for command in commands {
+                switch command {
+                case .commit(let offsets, let continuation):
+                    continuation.resume(with: Result { try commitNow(offsets) })
+                case .close(let continuation):
+                    rd_kafka_consumer_close(client.handle)
+                    failPendingCommands()
+                    continuation.resume()
+                    return
+                }
+            }
+            if stopped { return }
+            guard wantsMessage else {
+                _ = wake.wait(timeout: .now() + .milliseconds(100))
+                continue
+            }
+            let polled: Result<KafkaMessage?, KafkaError>
+            do {
+                polled = .success(try poll(timeoutMilliseconds: 100))
+            } catch {
+                polled = .failure(error)
+            }
+            if case .success(nil) = polled { continue }
+            let waiter = state.withLock { state -> CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>? in
+                guard let waiter = state.waiter else {
+                    if case .success(let message) = polled { state.stash = message }
+                    return nil
+                }
+                state.waiter = nil
+                return waiter
+            }
+            waiter?.resume(returning: polled)
+        }
+    }
+
+    private func failPendingCommands() {
+        let commands = state.withLock { state in
+            defer { state.commands.removeAll() }
+            return state.commands
+        }
+        for case .commit(_, let continuation) in commands {
+            continuation.resume(throwing: KafkaError(.closed, message: "the consumer is closed"))
+        }
+    }
+
+    private func commitNow(_ offsets: [KafkaTopicPartition: Int64]) throws(KafkaError) {
+        let list = rd_kafka_topic_partition_list_new(Int32(offsets.count))
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for (partition, offset) in offsets {
+            rd_kafka_topic_partition_list_add(list, partition.topic, partition.partition)?.pointee.offset = offset + 1
+        }
+        let code = rd_kafka_commit(client.handle, list, 0)
+        guard code == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(.commitFailed, code: code.rawValue, message: String(cString: rd_kafka_err2str(code)), isRetriable: true)
+        }
+    }
+
+    private func poll(timeoutMilliseconds: Int32) throws(KafkaError) -> KafkaMessage? {
+        guard let message = rd_kafka_consumer_poll(client.handle, timeoutMilliseconds) else { return nil }
+        defer { rd_kafka_message_destroy(message) }
+        let pointee = message.pointee
+        guard pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            let text =
+                pointee.len > 0 && pointee.payload != nil
+                ? String(decoding: UnsafeRawBufferPointer(start: pointee.payload, count: pointee.len), as: UTF8.self)
+                : String(cString: rd_kafka_err2str(pointee.err))
+            if pointee.err == RD_KAFKA_RESP_ERR__FATAL {
+                throw KafkaError(.consumerFailed, code: pointee.err.rawValue, message: text)
+            }
+            logger.warning("Kafka consumer error", metadata: ["kafka.error": "\(text)", "kafka.group": "\(groupId)"])
+            return nil
+        }
+        let value = pointee.payload.map { Data(bytes: $0, count: pointee.len) } ?? Data()
+        let key = pointee.key.map { Data(bytes: $0, count: pointee.key_len) }
+        let topic = pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
+        return KafkaMessage(topic: topic, partition: pointee.partition, offset: pointee.offset, key: key, value: value)
     }
 }

@@ -84,7 +84,9 @@ package final class KafkaProducer: Service, Sendable {
                 "replaced the Kafka producer",
                 metadata: ["reason": "\(retired.client.isFatal ? "fatal error" : "delivery timed out")"]
             )
-            DispatchQueue.global().async { retired.shutDown(flushTimeout: .zero) }
+            let thread = Thread { retired.shutDown(flushTimeout: .zero) }
+            thread.name = "librdkafka-retire-producer"
+            thread.start()
         }
         return handle
     }

@@ -34,8 +34,7 @@ struct OutboxInboxTests {
             configuration: KafkaConsumerConfiguration(client: client(brokers), groupId: uniqueName("reader")),
             topics: [topic.rawValue], logger: logger
         )
-        defer { Task { await consumer.close() } }
-        return try await withTimeout(.seconds(60)) {
+        let events = try await withTimeout(.seconds(60)) {
             var events: [DecodedEvent] = []
             for try await message in consumer.messages {
                 guard let event = try? EventCatalog.decode(message.value), aggregates.contains(event.header.aggregateId) else {
@@ -46,6 +45,8 @@ struct OutboxInboxTests {
             }
             return events
         }
+        await consumer.close()
+        return events
     }
 
     static func accepted(_ orderId: String, sequence: Int) -> EventEnvelope<OrderAccepted> {
@@ -104,8 +105,7 @@ struct OutboxInboxTests {
     @Test("with the broker down, committed rows stay pending and /ready says so; once it is back they are all published in order")
     func brokerOutage() async throws {
         let broker = TansuBroker(port: 19101)
-        try broker.start()
-        defer { broker.stop() }
+        try await broker.start()
         let schema = uniqueName("outage")
         let environment = try testServiceEnvironment(schema: schema, brokers: broker.address, extra: ["KAFKA_DELIVERY_TIMEOUT_MS": "2000"])
         let app = try await BareService.buildApplication(
@@ -114,7 +114,7 @@ struct OutboxInboxTests {
         let aggregates = (0..<3).map { _ in uniqueName("order") }
         try await app.test(.live) { client in
             try await eventually("ready") { try await client.execute(uri: "/ready", method: .get).status == .ok }
-            broker.stop()
+            await broker.stop()
 
             try await eventually("/ready reporting the broker down") {
                 let response = try await client.execute(uri: "/ready", method: .get)
@@ -138,7 +138,7 @@ struct OutboxInboxTests {
                 #expect(try await database.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL", as: Int.self) == 12)
                 #expect(try await database.scalar("SELECT max(attempts) FROM outbox", as: Int.self) ?? 0 >= 1)
 
-                try broker.start()
+                try await broker.start()
                 try await eventually(timeout: .seconds(90), "pending rows published after the broker came back") {
                     try await database.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL", as: Int.self) == 0
                 }
@@ -149,6 +149,7 @@ struct OutboxInboxTests {
         let events = try await Self.readEvents(
             topic: .ordersEvents, brokers: broker.address, aggregates: Set(aggregates), count: 12, logger: logger
         )
+        await broker.stop()
         for aggregate in aggregates {
             let sequence = events.filter { $0.header.aggregateId == aggregate }.compactMap { $0.payload(as: OrderAccepted.self)?.customerId }
             #expect(sequence == (0..<4).map { "seq-\($0)" }, "order of \(aggregate)")

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 #if canImport(Glibc)
@@ -57,6 +58,14 @@ package final class ChildProcess: @unchecked Sendable {
         let exitStatus = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
         status = exitStatus
         return exitStatus
+    }
+
+    /// Waits for the process to end on a thread of its own: never on the cooperative pool (which in-process
+    /// servers under test need) nor on GCD's global queues (as narrow as the machine on Linux).
+    package func exitStatus() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: self.wait()) }.start()
+        }
     }
 
     /// Sends `signal` and waits for the process to end.

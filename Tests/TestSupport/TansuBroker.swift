@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A Tansu broker of a test's own, on a fixed port, that the test can stop and start again (its data is in
 /// memory, so a restart starts empty, like a cluster that lost its state).
 package final class TansuBroker: @unchecked Sendable {
@@ -12,7 +16,7 @@ package final class TansuBroker: @unchecked Sendable {
     /// - Parameter port: from 19100-19199, the range `make test` leaves to tests.
     package init(port: Int) { self.port = port }
 
-    package func start() throws {
+    package func start() async throws {
         self.process = try ChildProcess(
             executable: try TestInfrastructure.tansuBinary(),
             arguments: [
@@ -20,32 +24,15 @@ package final class TansuBroker: @unchecked Sendable {
                 "tcp://127.0.0.1:\(port)",
             ]
         )
-        let deadline = Date().addingTimeInterval(10)
-        while !Self.accepts(port: port) {
-            guard Date() < deadline else { throw TimedOut(what: "Tansu on port \(port)", timeout: .seconds(10)) }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
+        try await eventually(timeout: .seconds(10), "Tansu listening on port \(port)") { isListening(port: port) }
     }
 
-    package func stop() {
-        process?.stop()
-        process = nil
+    package func stop() async {
+        guard let process else { return }
+        kill(process.pid, SIGTERM)
+        _ = await process.exitStatus()
+        self.process = nil
     }
 
-    deinit { stop() }
-
-    private static func accepts(port: Int) -> Bool {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socket >= 0 else { return false }
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-    }
+    deinit { process?.stop(signal: SIGKILL) }
 }

@@ -136,8 +136,15 @@ final class RDKafkaClient: @unchecked Sendable {
     }
 
     deinit {
-        rd_kafka_destroy(handle)
-        retainedContext.release()
+        // rd_kafka_destroy blocks (a consumer that was not closed leaves its group first, up to the session
+        // timeout), so it never runs on the thread that dropped the last reference: often the cooperative pool.
+        let handle = UncheckedHandle(pointer: handle, context: retainedContext)
+        let thread = Thread {
+            rd_kafka_destroy(handle.pointer)
+            handle.context.release()
+        }
+        thread.name = "librdkafka-destroy"
+        thread.start()
     }
 
     var isFatal: Bool { context.fatal.load(ordering: .acquiring) }
@@ -158,6 +165,14 @@ final class RDKafkaClient: @unchecked Sendable {
         context.lastBrokerError.withLock { $0 = nil }
         return Int(metadata.pointee.broker_cnt)
     }
+}
+
+/// A handle on its way to destruction on another thread.
+///
+/// `@unchecked Sendable`: the pointer is used by exactly one thread after the owner is gone.
+private struct UncheckedHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+    let context: Unmanaged<RDKafkaCallbackContext>
 }
 
 /// What the broker answered for one produced message.
@@ -217,12 +232,13 @@ final class DeliveryPromise: Sendable {
     }
 }
 
-/// Runs blocking librdkafka calls on a GCD thread so they never occupy Swift's cooperative pool.
-func runBlocking<T: Sendable>(
-    on queue: DispatchQueue = .global(), _ body: @escaping @Sendable () throws -> T
-) async throws -> T {
+/// Runs a blocking librdkafka call on a thread of its own, never on Swift's cooperative pool nor on GCD's
+/// width-limited global queues (on Linux both are as wide as the machine has cores).
+func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        queue.async { continuation.resume(with: Result { try body() }) }
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.name = "librdkafka-blocking-call"
+        thread.start()
     }
 }
 

@@ -72,7 +72,7 @@ package struct ContractRequestDecoder: RequestDecoder {
 extension APIError {
     /// A 400 for a body that is not JSON (`INVALID_JSON`) or does not match the expected shape
     /// (`VALIDATION_FAILED`).
-    init(decodingError: DecodingError) {
+    package init(decodingError: DecodingError) {
         func path(_ codingPath: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
             let keys = codingPath + (last.map { [$0] } ?? [])
             guard !keys.isEmpty else { return "the body" }

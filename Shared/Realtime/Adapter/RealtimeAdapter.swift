@@ -1,0 +1,72 @@
+import Contracts
+import Foundation
+import Kafka
+import Logging
+
+/// An emit to rooms of a namespace, as sent to the other instances of a service.
+package struct RealtimeBroadcast: Codable, Sendable, Equatable {
+    /// The instance that emitted it (which already delivered it locally).
+    package var origin: String
+    package var namespace: String
+    package var rooms: [String]
+    /// Socket ids left out.
+    package var except: [String]
+    /// The encoded Socket.IO packet.
+    package var packet: String
+    /// Its binary attachments, base64.
+    package var attachments: [String]
+}
+
+/// Carries broadcasts between the instances of a service, so an emit to a room reaches sockets held by any
+/// instance.
+package protocol RealtimeAdapter: Sendable {
+    /// Hands a broadcast to the other instances.
+    func publish(_ broadcast: RealtimeBroadcast) async throws
+    /// Receives the broadcasts of all instances (its own included) until cancelled.
+    func run(deliver: @escaping @Sendable (RealtimeBroadcast) async -> Void) async throws
+}
+
+/// The Kafka-backed adapter: every instance publishes to one topic and consumes all of it under a consumer
+/// group of its own (so each instance sees every broadcast), starting from the latest offset.
+package struct KafkaRealtimeAdapter: RealtimeAdapter {
+    package let topic: String
+    private let producer: KafkaProducer
+    private let consumer: KafkaConsumerConfiguration
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - topic: e.g. `realtime.chat-service`; one per service.
+    ///   - consumer: a consumer configuration whose group id is unique to this instance.
+    package init(topic: String, producer: KafkaProducer, consumer: KafkaConsumerConfiguration, logger: Logger) {
+        self.topic = topic
+        self.producer = producer
+        var consumer = consumer
+        consumer.autoOffsetReset = .latest
+        self.consumer = consumer
+        self.logger = logger
+    }
+
+    package func publish(_ broadcast: RealtimeBroadcast) async throws {
+        try await producer.send(
+            topic: topic, key: broadcast.namespace + "|" + (broadcast.rooms.first ?? ""),
+            value: try ContractCoding.encode(broadcast)
+        )
+    }
+
+    package func run(deliver: @escaping @Sendable (RealtimeBroadcast) async -> Void) async throws {
+        let consumer = try KafkaConsumer(configuration: consumer, topics: [topic], logger: logger)
+        do {
+            for try await message in consumer.messages {
+                do {
+                    await deliver(try ContractCoding.decode(RealtimeBroadcast.self, from: message.value))
+                } catch {
+                    logger.warning("skipping an unreadable broadcast", metadata: ["error": "\(error)"])
+                }
+            }
+        } catch {
+            await consumer.close()
+            throw error
+        }
+        await consumer.close()
+    }
+}

@@ -1,0 +1,262 @@
+import Foundation
+import Synchronization
+
+/// Why an Engine.IO session ended.
+package enum EngineCloseReason: String, Sendable {
+    /// The peer asked (close packet) or its socket went away.
+    case clientClose = "client close"
+    case transportClose = "transport close"
+    case transportError = "transport error"
+    case pingTimeout = "ping timeout"
+    case connectTimeout = "connect timeout"
+    case protocolError = "parse error"
+    case serverClose = "server close"
+    case serverShutdown = "server shutting down"
+}
+
+/// A message from the peer: the payload of an Engine.IO message packet.
+package enum EngineMessage: Sendable, Equatable {
+    case text(String)
+    case binary([UInt8])
+}
+
+/// What a polling GET receives.
+enum PollResult: Sendable {
+    case packets([EnginePacket])
+    /// The session does not exist (any more).
+    case gone
+    /// Another GET was already waiting: the session is closed.
+    case duplicate
+}
+
+/// One Engine.IO session: its transport (polling, then possibly WebSocket), outgoing queue and heartbeat state.
+/// Sending never blocks: packets are queued for the next poll or handed to the WebSocket writer.
+package final class EngineSession: Sendable {
+    package let id: String
+    /// The query of the request that opened the session.
+    package let query: [String: String]
+    /// The headers of the request that opened the session (lower-cased names).
+    package let headers: [String: String]
+
+    enum Transport: Sendable {
+        case polling
+        case webSocket(AsyncStream<EnginePacket>.Continuation)
+    }
+
+    enum PongState: Sendable {
+        case idle
+        /// A ping is out; the waiter (once registered) learns whether the pong came.
+        case awaiting(CheckedContinuation<Bool, Never>?)
+        case received
+    }
+
+    enum UpgradeState: Sendable {
+        case none
+        case probing
+        case done
+    }
+
+    struct State: Sendable {
+        var transport: Transport
+        var upgrade: UpgradeState = .none
+        var queue: [EnginePacket] = []
+        var pollWaiter: CheckedContinuation<PollResult, Never>?
+        var closeReason: EngineCloseReason?
+        var closeWaiters: [CheckedContinuation<Void, Never>] = []
+        var pong: PongState = .idle
+        var claimed = false
+    }
+
+    private let state: Mutex<State>
+
+    init(id: String, query: [String: String], headers: [String: String], webSocket: AsyncStream<EnginePacket>.Continuation?) {
+        self.id = id
+        self.query = query
+        self.headers = headers
+        self.state = Mutex(State(transport: webSocket.map { .webSocket($0) } ?? .polling))
+    }
+
+    /// Whether the session has ended.
+    package var isClosed: Bool { state.withLock { $0.closeReason != nil } }
+
+    /// Marks the session as taken over by the layer above (Socket.IO: a namespace was joined), which stops the
+    /// connect timeout.
+    package func claim() { state.withLock { $0.claimed = true } }
+
+    var isClaimed: Bool { state.withLock { $0.claimed } }
+
+    var isWebSocket: Bool {
+        state.withLock { if case .webSocket = $0.transport { true } else { false } }
+    }
+
+    var upgradeState: UpgradeState { state.withLock { $0.upgrade } }
+
+    /// Sends a message packet with `text`.
+    package func send(text: String) { send([EnginePacket(.message, text)]) }
+
+    /// Sends packets in order, together (a Socket.IO packet and its binary attachments never interleave with
+    /// another).
+    package func send(_ packets: [EnginePacket]) {
+        let waiter = state.withLock { state -> (CheckedContinuation<PollResult, Never>, [EnginePacket])? in
+            guard state.closeReason == nil else { return nil }
+            switch state.transport {
+            case .webSocket(let writer):
+                for packet in packets { writer.yield(packet) }
+                return nil
+            case .polling:
+                state.queue.append(contentsOf: packets)
+                guard state.upgrade != .probing, let waiter = state.pollWaiter else { return nil }
+                state.pollWaiter = nil
+                defer { state.queue.removeAll() }
+                return (waiter, state.queue)
+            }
+        }
+        if let (waiter, batch) = waiter { waiter.resume(returning: .packets(batch)) }
+    }
+
+    /// Waits for the packets of a polling GET: what is queued, or the next packets.
+    func poll() async -> PollResult {
+        await withCheckedContinuation { continuation in
+            let immediate = state.withLock { state -> PollResult? in
+                guard state.closeReason == nil else { return .gone }
+                if state.pollWaiter != nil { return .duplicate }
+                if state.upgrade == .probing { return .packets([EnginePacket(.noop)]) }
+                if case .webSocket = state.transport { return .gone }
+                if !state.queue.isEmpty {
+                    defer { state.queue.removeAll() }
+                    return .packets(state.queue)
+                }
+                state.pollWaiter = continuation
+                return nil
+            }
+            if let immediate {
+                if case .duplicate = immediate {
+                    // Two GETs at once break the protocol: the waiting one gets a close packet.
+                    close(.protocolError, pollAnswer: EnginePacket(.close))
+                }
+                continuation.resume(returning: immediate)
+            }
+        }
+    }
+
+    /// A WebSocket began probing (`2probe`): a waiting poll is answered with a noop so the client can switch.
+    func beginUpgrade() -> Bool {
+        let waiter = state.withLock { state -> CheckedContinuation<PollResult, Never>?? in
+            guard state.closeReason == nil, state.upgrade == .none, case .polling = state.transport else { return .none }
+            state.upgrade = .probing
+            defer { state.pollWaiter = nil }
+            return .some(state.pollWaiter)
+        }
+        guard case .some(let pending) = waiter else { return false }
+        pending?.resume(returning: .packets([EnginePacket(.noop)]))
+        return true
+    }
+
+    /// The client sent `5`: from now on packets go to `writer`; what was queued for polling is flushed to it.
+    func completeUpgrade(writer: AsyncStream<EnginePacket>.Continuation) {
+        state.withLock { state in
+            guard state.closeReason == nil else { return }
+            state.upgrade = .done
+            state.transport = .webSocket(writer)
+            for packet in state.queue { writer.yield(packet) }
+            state.queue.removeAll()
+        }
+    }
+
+    /// The probing WebSocket went away before `5`: the session stays on polling.
+    func cancelUpgrade() {
+        state.withLock { state in
+            if state.upgrade == .probing { state.upgrade = .none }
+        }
+    }
+
+    /// Ends the session. A waiting poll is answered with `pollAnswer` (close or noop); the WebSocket writer
+    /// finishes after what is queued.
+    package func close(_ reason: EngineCloseReason, pollAnswer: EnginePacket = EnginePacket(.close)) {
+        let (waiters, poll, pong) = state.withLock {
+            state -> ([CheckedContinuation<Void, Never>], CheckedContinuation<PollResult, Never>?, CheckedContinuation<Bool, Never>?) in
+            guard state.closeReason == nil else { return ([], nil, nil) }
+            state.closeReason = reason
+            if case .webSocket(let writer) = state.transport { writer.finish() }
+            var pongWaiter: CheckedContinuation<Bool, Never>?
+            if case .awaiting(let waiter) = state.pong { pongWaiter = waiter }
+            defer {
+                state.closeWaiters.removeAll()
+                state.pollWaiter = nil
+                state.pong = .idle
+                state.queue.removeAll()
+            }
+            return (state.closeWaiters, state.pollWaiter, pongWaiter)
+        }
+        poll?.resume(returning: .packets([pollAnswer]))
+        pong?.resume(returning: false)
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Why the session closed, once it has.
+    package var closeReason: EngineCloseReason? { state.withLock { $0.closeReason } }
+
+    /// Returns when the session has closed.
+    package func waitUntilClosed() async {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state -> Bool in
+                guard state.closeReason == nil else { return true }
+                state.closeWaiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    /// Sends a ping and waits for the pong until `deadline`. False if none came (or the session closed).
+    func ping(deadline: ContinuousClock.Instant) async -> Bool {
+        let open = state.withLock { state -> Bool in
+            guard state.closeReason == nil else { return false }
+            state.pong = .awaiting(nil)
+            return true
+        }
+        guard open else { return false }
+        send([EnginePacket(.ping)])
+        let answered = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let answer = self.state.withLock { state -> Bool? in
+                        switch state.pong {
+                        case .received: return true
+                        case .awaiting(nil) where state.closeReason == nil:
+                            state.pong = .awaiting(continuation)
+                            return nil
+                        default: return false
+                        }
+                    }
+                    if let answer { continuation.resume(returning: answer) }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(until: deadline)
+                return false
+            }
+            let answered = await group.next() ?? false
+            // Release a waiter still registered so its child ends, then stop the timer.
+            let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+                defer { state.pong = .idle }
+                if case .awaiting(let waiter) = state.pong { return waiter }
+                return nil
+            }
+            waiter?.resume(returning: false)
+            group.cancelAll()
+            return answered
+        }
+        return answered
+    }
+
+    /// The peer answered a ping.
+    func receivedPong() {
+        let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            guard case .awaiting(let waiter) = state.pong else { return nil }
+            state.pong = .received
+            return waiter
+        }
+        waiter?.resume(returning: true)
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import HummingbirdWebSocket
+import Logging
+import ServiceLifecycle
+
+/// What a service mounts for real-time: a Socket.IO server on an Engine.IO server at `configuration.path`, with
+/// an optional cross-instance adapter. Run it in the service group; mount it with ``addRoutes(to:)`` and the
+/// server builder from ``RealtimeServerBuilder``.
+package final class RealtimeServer: Service, Sendable {
+    package let socketIO: SocketIOServer
+    package let engine: EngineServer
+    private let adapter: (any RealtimeAdapter)?
+    private let logger: Logger
+
+    package init(configuration: EngineConfiguration, adapter: (any RealtimeAdapter)? = nil, logger: Logger) {
+        var configuration = configuration
+        if configuration.connectTimeout == nil { configuration.connectTimeout = .seconds(45) }
+        let socketIO = SocketIOServer(adapter: adapter, logger: logger)
+        self.socketIO = socketIO
+        self.engine = EngineServer(configuration: configuration, handler: socketIO, logger: logger)
+        self.adapter = adapter
+        self.logger = logger
+    }
+
+    /// The namespace `name`, e.g. `/chat`.
+    package func namespace(_ name: String) -> SocketIONamespace { socketIO.namespace(name) }
+
+    /// Adds the long-polling routes to `router`.
+    package func addRoutes<Context: RequestContext>(to router: Router<Context>) { engine.addRoutes(to: router) }
+
+    package func run() async throws {
+        try await withGracefulShutdownHandler {
+            try await withThrowingDiscardingTaskGroup { group in
+                if let adapter {
+                    group.addTask { [socketIO = self.socketIO] in
+                        try await cancelWhenGracefulShutdown {
+                            try await adapter.run { broadcast in socketIO.deliver(broadcast) }
+                        }
+                    }
+                }
+                group.addTask { try await self.engine.run() }
+            }
+        } onGracefulShutdown: {
+            // Sockets learn they are disconnected before their connections close.
+            self.socketIO.disconnectAll()
+            self.engine.shutDown()
+        }
+    }
+}
+
+/// Builds the HTTP server of an application that serves Engine.IO servers: HTTP/1.1 with WebSocket upgrades
+/// routed to the server whose path matches.
+package enum RealtimeServerBuilder {
+    package static func http1WithWebSockets(_ servers: [EngineServer]) -> HTTPServerBuilder {
+        let maxFrameSize = servers.map(\.configuration.maxPayload).max() ?? 1_000_000
+        return .http1WebSocketUpgrade(
+            configuration: .init(
+                http1: .init(),
+                ws: WebSocketServerConfiguration(maxFrameSize: maxFrameSize, autoPing: .disabled, closeTimeout: .seconds(5))
+            )
+        ) { head, _, _ in
+            for server in servers {
+                if let result = server.shouldUpgrade(head) { return result }
+            }
+            return .dontUpgrade
+        }
+    }
+}

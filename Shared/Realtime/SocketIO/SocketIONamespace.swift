@@ -1,0 +1,219 @@
+import Contracts
+import Foundation
+import Logging
+import Metrics
+import ServiceKit
+import Synchronization
+
+/// A Socket.IO namespace (`/chat`, `/rider`, ...): its authorization hook, event handlers, rooms and sockets.
+/// Register everything before the server starts serving.
+package final class SocketIONamespace: Sendable {
+    package typealias EventHandler = @Sendable (SocketIOSocket, SocketIOArguments, SocketIOAck?) async -> Void
+    package typealias Authorizer = @Sendable (SocketIOHandshake) async throws -> Identity?
+
+    package let name: String
+    let logger: Logger
+    private let server: SocketIOServer
+    private let connectedGauge: Gauge
+
+    private struct Registry: Sendable {
+        var authorizer: Authorizer?
+        var handlers: [String: EventHandler] = [:]
+        var connectHandlers: [@Sendable (SocketIOSocket) async -> Void] = []
+        var disconnectHandlers: [@Sendable (SocketIOSocket, SocketIODisconnectReason) async -> Void] = []
+        var rateLimit: SocketIORateLimit?
+    }
+
+    private struct Members: Sendable {
+        var sockets: [String: SocketIOSocket] = [:]
+        var rooms: [String: [String: SocketIOSocket]] = [:]
+    }
+
+    private let registry = Mutex(Registry())
+    private let members = Mutex(Members())
+
+    init(name: String, server: SocketIOServer, logger: Logger) {
+        self.name = name
+        self.server = server
+        self.logger = logger
+        self.connectedGauge = Gauge(label: "socketio_connected_sockets", dimensions: [("namespace", name)])
+    }
+
+    // MARK: Registration
+
+    /// Decides who may connect: return the identity, or throw ``SocketIOConnectRefusal`` (sent as CONNECT_ERROR).
+    package func authorize(_ authorizer: @escaping Authorizer) {
+        registry.withLock { $0.authorizer = authorizer }
+    }
+
+    /// Requires a valid access token in the handshake (`auth: {token}`), optionally of one of `roles`.
+    package func requireToken(_ verifier: AccessTokenVerifier, roles: Set<Role>? = nil) {
+        authorize { handshake in
+            guard let token = handshake.bearerToken else {
+                throw SocketIOConnectRefusal("missing token: connect with auth {\"token\": \"<JWT>\"}", code: .unauthorized)
+            }
+            let identity: Identity
+            do {
+                identity = try await verifier.verify(token)
+            } catch let error as APIError {
+                throw SocketIOConnectRefusal(error.message, code: error.code)
+            }
+            if let roles, !roles.contains(identity.role) {
+                throw SocketIOConnectRefusal(
+                    "this namespace is for \(roles.map(\.rawValue).sorted().joined(separator: " and "))", code: .forbidden
+                )
+            }
+            return identity
+        }
+    }
+
+    /// Handles `event` with its raw arguments; `ack` is set when the client asked for an acknowledgement.
+    package func on(_ event: String, handler: @escaping EventHandler) {
+        registry.withLock { $0.handlers[event] = handler }
+    }
+
+    /// Handles `event` whose first argument decodes as `Payload`; the returned value is the acknowledgement.
+    /// A payload that does not decode is answered `{"error":{"code":"VALIDATION_FAILED",...}}`; an ``APIError``
+    /// thrown by the handler with its code; anything else with `INTERNAL_ERROR` (and logged).
+    package func on<Payload: Decodable & Sendable, Reply: Encodable & Sendable>(
+        _ event: String, _ payload: Payload.Type,
+        handler: @escaping @Sendable (SocketIOSocket, Payload) async throws -> Reply
+    ) {
+        let logger = self.logger
+        on(event) { socket, arguments, ack in
+            let reply: JSONValue
+            do {
+                guard let first = arguments.values.first else {
+                    throw APIError.validation("\(event) needs a payload object")
+                }
+                let decoded: Payload
+                do {
+                    decoded = try first.decode(as: Payload.self)
+                } catch let error as DecodingError {
+                    throw APIError(decodingError: error)
+                }
+                reply = try JSONValue(encoding: try await handler(socket, decoded))
+            } catch let error as APIError {
+                reply = SocketIOError.body(code: error.code, message: error.message)
+            } catch {
+                logger.error("\(event) handler failed", metadata: ["error": "\(String(reflecting: error))", "socket.id": "\(socket.id)"])
+                reply = SocketIOError.body(code: .internalError, message: "internal error")
+            }
+            ack?.send(SocketIOArguments([reply]))
+        }
+    }
+
+    /// Runs after a socket connected (and joined its own rooms).
+    package func onConnect(_ handler: @escaping @Sendable (SocketIOSocket) async -> Void) {
+        registry.withLock { $0.connectHandlers.append(handler) }
+    }
+
+    /// Runs after a socket left the namespace, whatever the reason.
+    package func onDisconnect(_ handler: @escaping @Sendable (SocketIOSocket, SocketIODisconnectReason) async -> Void) {
+        registry.withLock { $0.disconnectHandlers.append(handler) }
+    }
+
+    /// Limits incoming events per socket; events over the limit are answered `RATE_LIMITED` (or dropped if
+    /// not acknowledged).
+    package var rateLimit: SocketIORateLimit? {
+        get { registry.withLock { $0.rateLimit } }
+        set { registry.withLock { $0.rateLimit = newValue } }
+    }
+
+    // MARK: Emitting
+
+    /// The room every socket of `userId` joins.
+    package static func userRoom(_ userId: String) -> String { "user:\(userId)" }
+
+    /// Emits to every socket in any of `rooms`, on this instance and (through the adapter) on the others.
+    /// - Parameter localOnly: deliver only on this instance (when every instance gets the source event anyway).
+    package func emit(_ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: Set<String> = [], localOnly: Bool = false) async {
+        let packets = SocketIOConnection.eventPackets(namespace: name, event: event, arguments: arguments, ackId: nil)
+        deliver(packets, toRooms: rooms, except: except)
+        if !localOnly {
+            await server.publish(namespace: name, rooms: rooms, except: except, packets: packets)
+        }
+    }
+
+    /// Emits one payload (encoded with the contracts' JSON coding) to every socket in `room`.
+    package func emit(_ event: String, _ payload: some Encodable, toRoom room: String, localOnly: Bool = false) async {
+        do {
+            await emit(event, try SocketIOArguments(encoding: payload), toRooms: [room], localOnly: localOnly)
+        } catch {
+            logger.error("could not encode \(event)", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Emits to every socket of `userId` (on every instance).
+    package func emit(_ event: String, _ payload: some Encodable, toUser userId: String, localOnly: Bool = false) async {
+        await emit(event, payload, toRoom: Self.userRoom(userId), localOnly: localOnly)
+    }
+
+    /// The sockets in `room` on this instance.
+    package func sockets(in room: String) -> [SocketIOSocket] {
+        members.withLock { Array(($0.rooms[room] ?? [:]).values) }
+    }
+
+    /// The sockets of this namespace on this instance.
+    package var sockets: [SocketIOSocket] { members.withLock { Array($0.sockets.values) } }
+
+    /// Sends already encoded packets to the local sockets in `rooms`, each socket once.
+    func deliver(_ packets: [EnginePacket], toRooms rooms: [String], except: Set<String>) {
+        let targets = members.withLock { members -> [SocketIOSocket] in
+            if rooms.count == 1 {
+                return (members.rooms[rooms[0]] ?? [:]).values.filter { !except.contains($0.id) }
+            }
+            var seen = Set<String>()
+            var targets: [SocketIOSocket] = []
+            for room in rooms {
+                for (id, socket) in members.rooms[room] ?? [:] where !except.contains(id) && seen.insert(id).inserted {
+                    targets.append(socket)
+                }
+            }
+            return targets
+        }
+        for socket in targets { socket.connection.send(packets) }
+    }
+
+    // MARK: Membership
+
+    var authorizer: Authorizer? { registry.withLock { $0.authorizer } }
+
+    func handler(for event: String) -> EventHandler? { registry.withLock { $0.handlers[event] } }
+
+    func connected(_ socket: SocketIOSocket) async {
+        let count = members.withLock { members -> Int in
+            members.sockets[socket.id] = socket
+            return members.sockets.count
+        }
+        connectedGauge.record(count)
+        socket.join(socket.id)
+        if let identity = socket.identity { socket.join(Self.userRoom(identity.userId)) }
+        for handler in registry.withLock({ $0.connectHandlers }) { await handler(socket) }
+    }
+
+    func disconnected(_ socket: SocketIOSocket, reason: SocketIODisconnectReason) async {
+        let rooms = socket.markDisconnected()
+        let count = members.withLock { members -> Int in
+            members.sockets.removeValue(forKey: socket.id)
+            for room in rooms {
+                members.rooms[room]?.removeValue(forKey: socket.id)
+                if members.rooms[room]?.isEmpty == true { members.rooms.removeValue(forKey: room) }
+            }
+            return members.sockets.count
+        }
+        connectedGauge.record(count)
+        for handler in registry.withLock({ $0.disconnectHandlers }) { await handler(socket, reason) }
+    }
+
+    func add(_ socket: SocketIOSocket, to room: String) {
+        members.withLock { $0.rooms[room, default: [:]][socket.id] = socket }
+    }
+
+    func remove(_ socket: SocketIOSocket, from room: String) {
+        members.withLock { members in
+            members.rooms[room]?.removeValue(forKey: socket.id)
+            if members.rooms[room]?.isEmpty == true { members.rooms.removeValue(forKey: room) }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+import Contracts
+import Foundation
+import Metrics
+import ServiceKit
+import Synchronization
+
+/// A client connected to one namespace: what handlers receive and emit to.
+package final class SocketIOSocket: Sendable {
+    /// The socket id sent in the CONNECT answer.
+    package let id: String
+    package let namespace: SocketIONamespace
+    /// Who connected, as the namespace's authorization hook established (nil if it has none).
+    package let identity: Identity?
+    package let handshake: SocketIOHandshake
+    let connection: SocketIOConnection
+
+    private struct State {
+        var rooms: Set<String> = []
+        var nextAckId = 0
+        var pendingAcks: [Int: CheckedContinuation<SocketIOArguments, any Error>] = [:]
+        var tokens: Double
+        var refilledAt: ContinuousClock.Instant = .now
+        var connected = true
+    }
+
+    private let state: Mutex<State>
+
+    init(id: String, namespace: SocketIONamespace, identity: Identity?, handshake: SocketIOHandshake, connection: SocketIOConnection) {
+        self.id = id
+        self.namespace = namespace
+        self.identity = identity
+        self.handshake = handshake
+        self.connection = connection
+        self.state = Mutex(State(tokens: Double(namespace.rateLimit?.burst ?? 0)))
+    }
+
+    /// The Engine.IO session id of the connection.
+    package var sessionId: String { connection.session.id }
+
+    package var isConnected: Bool { state.withLock { $0.connected } }
+
+    /// The rooms this socket is in (its own id included).
+    package var rooms: Set<String> { state.withLock { $0.rooms } }
+
+    /// Joins `room`: emits to the room reach this socket.
+    package func join(_ room: String) {
+        let added = state.withLock { state -> Bool in
+            guard state.connected else { return false }
+            return state.rooms.insert(room).inserted
+        }
+        if added { namespace.add(self, to: room) }
+    }
+
+    /// Leaves `room`.
+    package func leave(_ room: String) {
+        let removed = state.withLock { $0.rooms.remove(room) != nil }
+        if removed { namespace.remove(self, from: room) }
+    }
+
+    /// Emits `event` with `arguments` to this socket.
+    package func emit(_ event: String, _ arguments: SocketIOArguments = SocketIOArguments()) {
+        let packets = SocketIOConnection.eventPackets(namespace: namespace.name, event: event, arguments: arguments, ackId: nil)
+        connection.send(packets)
+    }
+
+    /// Emits `event` with one payload encoded with the contracts' JSON coding.
+    package func emit(_ event: String, _ payload: some Encodable) {
+        do {
+            emit(event, try SocketIOArguments(encoding: payload))
+        } catch {
+            namespace.logger.error("could not encode \(event)", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Emits `event` and waits for the client's acknowledgement.
+    /// - Throws: ``SocketIOAckTimeout`` after `timeout`, or `CancellationError`.
+    package func emitWithAck(_ event: String, _ arguments: SocketIOArguments, timeout: Duration) async throws -> SocketIOArguments {
+        let id = state.withLock { state in
+            defer { state.nextAckId += 1 }
+            return state.nextAckId
+        }
+        return try await withThrowingTaskGroup(of: SocketIOArguments.self) { group in
+            group.addTask {
+                try await withCheckedThrowingContinuation { continuation in
+                    let accepted = self.state.withLock { state -> Bool in
+                        guard state.connected else { return false }
+                        state.pendingAcks[id] = continuation
+                        return true
+                    }
+                    guard accepted else {
+                        continuation.resume(throwing: SocketIOAckTimeout(event: event))
+                        return
+                    }
+                    self.connection.send(
+                        SocketIOConnection.eventPackets(namespace: self.namespace.name, event: event, arguments: arguments, ackId: id)
+                    )
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                throw SocketIOAckTimeout(event: event)
+            }
+            defer { group.cancelAll() }
+            do {
+                let result = try await group.next()!
+                return result
+            } catch {
+                let waiter = state.withLock { $0.pendingAcks.removeValue(forKey: id) }
+                waiter?.resume(throwing: error)
+                if error is SocketIOAckTimeout { RealtimeMetrics.ackTimeouts.increment() }
+                throw error
+            }
+        }
+    }
+
+    /// Disconnects the socket from its namespace (the client gets DISCONNECT; the connection stays).
+    package func disconnect() {
+        connection.send([EnginePacket(.message, SocketIOPacket(type: .disconnect, namespace: namespace.name).encoded)])
+        connection.detach(self, reason: .serverNamespaceDisconnect)
+    }
+
+    // MARK: Internal
+
+    func sendAck(id: Int, arguments: SocketIOArguments) {
+        let binary = !arguments.attachments.isEmpty
+        let packet = SocketIOPacket(
+            type: binary ? .binaryAck : .ack, namespace: namespace.name, ackId: id, data: .array(arguments.values),
+            attachmentCount: arguments.attachments.count
+        )
+        connection.send([EnginePacket(.message, packet.encoded)] + arguments.attachments.map { EnginePacket.binary($0) })
+    }
+
+    /// The client acknowledged one of our emits.
+    func receivedAck(id: Int, arguments: SocketIOArguments) {
+        let waiter = state.withLock { $0.pendingAcks.removeValue(forKey: id) }
+        waiter?.resume(returning: arguments)
+    }
+
+    /// Takes a token from the rate limit bucket; false if the socket is over its limit.
+    func admitEvent() -> Bool {
+        guard let limit = namespace.rateLimit else { return true }
+        return state.withLock { state in
+            let now = ContinuousClock.now
+            let elapsed = now - state.refilledAt
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            state.tokens = min(Double(limit.burst), state.tokens + seconds * limit.eventsPerSecond)
+            state.refilledAt = now
+            guard state.tokens >= 1 else { return false }
+            state.tokens -= 1
+            return true
+        }
+    }
+
+    /// Marks the socket gone and returns the rooms it was in; pending acks fail.
+    func markDisconnected() -> Set<String> {
+        let (rooms, waiters) = state.withLock { state -> (Set<String>, [CheckedContinuation<SocketIOArguments, any Error>]) in
+            guard state.connected else { return ([], []) }
+            state.connected = false
+            defer {
+                state.rooms.removeAll()
+                state.pendingAcks.removeAll()
+            }
+            return (state.rooms, Array(state.pendingAcks.values))
+        }
+        for waiter in waiters { waiter.resume(throwing: SocketIODisconnected()) }
+        return rooms
+    }
+}
+
+/// The client did not acknowledge in time.
+package struct SocketIOAckTimeout: Error, CustomStringConvertible {
+    package var event: String
+    package var description: String { "no acknowledgement for \(event) in time" }
+}
+
+/// The socket disconnected while an acknowledgement was awaited.
+package struct SocketIODisconnected: Error {}

@@ -1,0 +1,112 @@
+import Contracts
+import Foundation
+import ServiceKit
+
+/// The arguments of an event or acknowledgement: JSON values, with binary attachments that the values refer
+/// to by `{"_placeholder":true,"num":N}`.
+package struct SocketIOArguments: Sendable, Equatable {
+    package var values: [JSONValue]
+    package var attachments: [[UInt8]]
+
+    package init(_ values: [JSONValue] = [], attachments: [[UInt8]] = []) {
+        self.values = values
+        self.attachments = attachments
+    }
+
+    /// One argument encoded from `value` with the contracts' JSON coding.
+    package init(encoding value: some Encodable) throws {
+        self.init([try JSONValue(encoding: value)])
+    }
+}
+
+/// What a client sent when it connected to a namespace.
+package struct SocketIOHandshake: Sendable {
+    /// The CONNECT packet's `auth` payload (an object), if any.
+    package var auth: JSONValue?
+    /// The query of the Engine.IO request that opened the connection.
+    package var query: [String: String]
+    /// Its headers, names lower-cased.
+    package var headers: [String: String]
+
+    /// A bearer token from `auth.token` (with or without `Bearer `) or the `Authorization` header.
+    package var bearerToken: String? {
+        let candidates = [auth?["token"]?.stringValue, headers["authorization"]]
+        for candidate in candidates.compactMap({ $0?.trimmingCharacters(in: .whitespaces) }) where !candidate.isEmpty {
+            if candidate.lowercased().hasPrefix("bearer ") {
+                return String(candidate.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+            }
+            return candidate
+        }
+        return nil
+    }
+}
+
+/// A refused namespace connection: sent as CONNECT_ERROR `{"message":...,"data":{"code":...}}`.
+package struct SocketIOConnectRefusal: Error, Sendable {
+    package var message: String
+    package var code: ErrorCode?
+    package init(_ message: String, code: ErrorCode? = nil) {
+        self.message = message
+        self.code = code
+    }
+}
+
+/// The acknowledgement a client asked for with its event; call ``send(_:)`` once.
+package struct SocketIOAck: Sendable {
+    let socket: SocketIOSocket
+    let id: Int
+
+    /// Answers the client's acknowledgement callback with `arguments`.
+    package func send(_ arguments: SocketIOArguments) {
+        socket.sendAck(id: id, arguments: arguments)
+    }
+
+    /// Answers with one value encoded with the contracts' JSON coding.
+    package func send(_ value: some Encodable) {
+        do {
+            send(try SocketIOArguments(encoding: value))
+        } catch {
+            send(SocketIOArguments([SocketIOError.body(code: .internalError, message: "could not encode the answer")]))
+        }
+    }
+}
+
+/// The error answer of an acknowledged event: `{"error":{"code":"...","message":"..."}}`.
+package enum SocketIOError {
+    package static func body(code: ErrorCode, message: String) -> JSONValue {
+        .object(JSONObject([("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])))]))
+    }
+}
+
+/// A per-socket limit on incoming events: a token bucket of `burst` events refilled at `eventsPerSecond`.
+package struct SocketIORateLimit: Sendable {
+    package var eventsPerSecond: Double
+    package var burst: Int
+    package init(eventsPerSecond: Double, burst: Int) {
+        self.eventsPerSecond = eventsPerSecond
+        self.burst = burst
+    }
+}
+
+/// Why a socket left its namespace.
+package enum SocketIODisconnectReason: String, Sendable {
+    /// The client sent DISCONNECT.
+    case clientNamespaceDisconnect = "client namespace disconnect"
+    /// The server disconnected it.
+    case serverNamespaceDisconnect = "server namespace disconnect"
+    case transportClose = "transport close"
+    case transportError = "transport error"
+    case pingTimeout = "ping timeout"
+    case parseError = "parse error"
+    case serverShuttingDown = "server shutting down"
+
+    init(_ reason: EngineCloseReason) {
+        switch reason {
+        case .clientClose, .transportClose, .connectTimeout, .serverClose: self = .transportClose
+        case .transportError: self = .transportError
+        case .pingTimeout: self = .pingTimeout
+        case .protocolError: self = .parseError
+        case .serverShutdown: self = .serverShuttingDown
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Fixed ports for servers tests start in-process (19200-19999), one per call, so parallel tests never share.
+package enum TestPorts {
+    private static let next = Atomic<Int>(19200)
+    package static func allocate() -> Int { next.add(1, ordering: .relaxed).oldValue }
+}
+
+/// Runs `app` (listening on `port`) for the duration of `body`, then shuts it down gracefully.
+package func withRunningApplication<App: ApplicationProtocol, Result: Sendable>(
+    _ app: App, port: Int, _ body: @Sendable () async throws -> Result
+) async throws -> Result {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        let serviceGroup = ServiceGroup(
+            configuration: .init(services: [app], gracefulShutdownSignals: [], logger: Logger(label: "test-app"))
+        )
+        group.addTask { try await serviceGroup.run() }
+        try await eventually(timeout: .seconds(10), "port \(port) listening") { isListening(port: port) }
+        do {
+            let result = try await body()
+            await serviceGroup.triggerGracefulShutdown()
+            try await group.waitForAll()
+            return result
+        } catch {
+            await serviceGroup.triggerGracefulShutdown()
+            throw error
+        }
+    }
+}
+
+/// Whether something accepts TCP connections on 127.0.0.1:`port`.
+package func isListening(port: Int) -> Bool {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard socket >= 0 else { return false }
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+        }
+    }
+}

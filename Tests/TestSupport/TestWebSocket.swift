@@ -1,0 +1,97 @@
+import HummingbirdWSClient
+import Logging
+import NIOCore
+
+/// A raw WebSocket client for protocol tests: frames in arrive in a queue, frames out are sent in order.
+package final class TestWebSocket: Sendable {
+    package enum Frame: Sendable, Equatable {
+        case text(String)
+        case binary([UInt8])
+        /// The connection closed (or was refused).
+        case closed
+    }
+
+    enum Command: Sendable {
+        case text(String)
+        case binary([UInt8])
+        case close
+    }
+
+    private let frames: AsyncQueue<Frame>
+    private let commands: AsyncStream<Command>.Continuation
+
+    init(frames: AsyncQueue<Frame>, commands: AsyncStream<Command>.Continuation) {
+        self.frames = frames
+        self.commands = commands
+    }
+
+    package func send(_ text: String) { commands.yield(.text(text)) }
+    package func send(binary bytes: [UInt8]) { commands.yield(.binary(bytes)) }
+    package func close() { commands.yield(.close) }
+
+    /// The next frame, `.closed` once the connection is gone.
+    package func next(timeout: Duration = .seconds(3)) async throws -> Frame {
+        try await frames.next(timeout: timeout) ?? .closed
+    }
+
+    /// The next frame that is not an Engine.IO ping (`2`).
+    package func nextSkippingPings(timeout: Duration = .seconds(3)) async throws -> Frame {
+        while true {
+            let frame = try await next(timeout: timeout)
+            if frame != .text("2") { return frame }
+        }
+    }
+
+    /// Waits until the server closes the connection, ignoring frames before that.
+    package func expectClose(timeout: Duration = .seconds(3)) async throws {
+        while try await next(timeout: timeout) != .closed {}
+    }
+}
+
+/// Opens a WebSocket to `url` for the duration of `body`.
+package func withTestWebSocket<Result: Sendable>(
+    _ url: String, _ body: @Sendable (TestWebSocket) async throws -> Result
+) async throws -> Result {
+    let frames = AsyncQueue<TestWebSocket.Frame>()
+    let (commands, commandSink) = AsyncStream.makeStream(of: TestWebSocket.Command.self)
+    let socket = TestWebSocket(frames: frames, commands: commandSink)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask {
+            var logger = Logger(label: "test-websocket")
+            logger.logLevel = .critical
+            do {
+                try await WebSocketClient.connect(
+                    url: url, configuration: .init(maxFrameSize: 4 << 20, autoPing: .disabled), logger: logger
+                ) { inbound, outbound, _ in
+                    try await withThrowingTaskGroup(of: Void.self) { connection in
+                        connection.addTask {
+                            for await command in commands {
+                                switch command {
+                                case .text(let text): try await outbound.write(.text(text))
+                                case .binary(let bytes): try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
+                                case .close:
+                                    try await outbound.close(.normalClosure, reason: nil)
+                                    return
+                                }
+                            }
+                        }
+                        for try await message in inbound.messages(maxSize: 8 << 20) {
+                            switch message {
+                            case .text(let text): frames.push(.text(text))
+                            case .binary(let buffer): frames.push(.binary(Array(buffer: buffer)))
+                            }
+                        }
+                        connection.cancelAll()
+                    }
+                }
+            } catch {}
+            frames.push(.closed)
+            frames.finish()
+        }
+        defer {
+            commandSink.finish()
+            group.cancelAll()
+        }
+        return try await body(socket)
+    }
+}

@@ -1,0 +1,39 @@
+import ArgumentParser
+import Hummingbird
+import Logging
+import Realtime
+
+/// `swift run socketio-conformance-server --port 3000`: the server the public Socket.IO and Engine.IO protocol
+/// test suites run against, and the target of the realtime load benchmark.
+@main
+struct SocketIOConformanceServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "socketio-conformance-server",
+        abstract: "Socket.IO v5 / Engine.IO v4 reference test server (/socket.io/ and the /engine.io/ echo)."
+    )
+
+    @Option(help: "Listen address.")
+    var host = "127.0.0.1"
+
+    @Option(help: "Listen port.")
+    var port = 3000
+
+    @Option(name: .customLong("ping-interval"), help: "Milliseconds between pings (the suites use 300; production 25000).")
+    var pingInterval = 300
+
+    @Option(name: .customLong("ping-timeout"), help: "Milliseconds a client has to answer a ping.")
+    var pingTimeout = 200
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "info"
+
+    func run() async throws {
+        var logger = Logger(label: "socketio-conformance-server")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        let app = ConformanceServer.makeApplication(
+            host: host, port: port, pingInterval: .milliseconds(pingInterval), pingTimeout: .milliseconds(pingTimeout),
+            logger: logger
+        )
+        try await app.runService()
+    }
+}
