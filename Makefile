@@ -27,10 +27,10 @@ coverage: setup
 	@deploy/local/test.sh --coverage
 
 format:
-	swift format format --in-place --recursive --parallel Package.swift Shared Services Tools Tests
+	swift format format --in-place --recursive --parallel Package.swift Shared Services Tools Tests Benchmarks
 
 lint:
-	swift format lint --strict --recursive --parallel Package.swift Shared Services Tools Tests
+	swift format lint --recursive --parallel Package.swift Shared Services Tools Tests Benchmarks
 
 clean:
 	rm -rf .build .local

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The one JSON encoding of every contract: ISO-8601 dates with milliseconds, sorted keys.

@@ -145,7 +145,8 @@ private final class ConsumerLoop: Sendable {
 
     func next() async throws -> KafkaMessage? {
         let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>) in
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>) in
                 let immediate = state.withLock { state -> Result<KafkaMessage?, KafkaError>? in
                     if state.closed || Task.isCancelled { return .success(nil) }
                     if let message = state.stash {
@@ -184,7 +185,8 @@ private final class ConsumerLoop: Sendable {
 
     func close() async {
         await withCheckedContinuation { continuation in
-            let (accepted, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>?) in
+            let (accepted, waiter) = state.withLock {
+                state -> (Bool, CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>?) in
                 guard !state.closed else { return (false, nil) }
                 state.closed = true
                 state.commands.append(.close(continuation))
@@ -261,7 +263,8 @@ private final class ConsumerLoop: Sendable {
         }
         let code = rd_kafka_commit(client.handle, list, 0)
         guard code == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            throw KafkaError(.commitFailed, code: code.rawValue, message: String(cString: rd_kafka_err2str(code)), isRetriable: true)
+            throw KafkaError(
+                .commitFailed, code: code.rawValue, message: String(cString: rd_kafka_err2str(code)), isRetriable: true)
         }
     }
 

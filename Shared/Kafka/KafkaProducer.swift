@@ -151,7 +151,8 @@ private final class ProducerHandle: Sendable {
             } catch {
                 result = .failure(error)
             }
-            if case .failure(let error as KafkaError) = result, error.code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue {
+            if case .failure(let error as KafkaError) = result, error.code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue
+            {
                 timedOut.store(true, ordering: .releasing)
             }
             results.append(result)
@@ -159,7 +160,9 @@ private final class ProducerHandle: Sendable {
         return results
     }
 
-    private func enqueue(_ message: KafkaOutgoingMessage, promise promiseObject: DeliveryPromise, topicHandle: TopicHandle) {
+    private func enqueue(
+        _ message: KafkaOutgoingMessage, promise promiseObject: DeliveryPromise, topicHandle: TopicHandle
+    ) {
         let promise = Unmanaged.passRetained(promiseObject)
         let key = message.key.map { Array($0.utf8) }
         let result = message.value.withUnsafeBytes { payload -> Int32 in

@@ -59,7 +59,8 @@ package enum RealtimeServerBuilder {
         return .http1WebSocketUpgrade(
             configuration: .init(
                 http1: .init(),
-                ws: WebSocketServerConfiguration(maxFrameSize: maxFrameSize, autoPing: .disabled, closeTimeout: .seconds(5))
+                ws: WebSocketServerConfiguration(
+                    maxFrameSize: maxFrameSize, autoPing: .disabled, closeTimeout: .seconds(5))
             )
         ) { head, _, _ in
             for server in servers {

@@ -5,7 +5,8 @@ import Testing
 @Suite("Event contracts")
 struct EventRoundTripTests {
     static let vendor = VendorRef(
-        id: "v-1", name: "Spice Route", address: Address(line1: "12 MG Road", area: "Indiranagar", lat: 12.97, lng: 77.64)
+        id: "v-1", name: "Spice Route",
+        address: Address(line1: "12 MG Road", area: "Indiranagar", lat: 12.97, lng: 77.64)
     )
     static let home = Address(line1: "4 Lake View", area: "Koramangala", lat: 12.93, lng: 77.62)
     static let rider = PersonRef(id: "r-1", name: "Ravi")
@@ -28,11 +29,15 @@ struct EventRoundTripTests {
         ),
         RiderAssignmentRefused(orderId: "o-1", offerId: "of-1", riderId: "r-1", orderStatus: "Cancelled"),
         RiderArrivedAtStore(orderId: "o-1", customerId: "c-1", vendorId: "v-1", riderId: "r-1"),
-        OrderPickedUp(orderId: "o-1", customerId: "c-1", vendor: vendor, rider: rider, destination: home, pickedUpAt: date),
+        OrderPickedUp(
+            orderId: "o-1", customerId: "c-1", vendor: vendor, rider: rider, destination: home, pickedUpAt: date),
         OrderDelivered(orderId: "o-1", customerId: "c-1", vendorId: "v-1", riderId: "r-1", deliveredAt: date),
-        OrderCancelled(orderId: "o-1", customerId: "c-1", vendorId: "v-1", riderId: nil, cancelledBy: .customer, reason: "changed my mind"),
+        OrderCancelled(
+            orderId: "o-1", customerId: "c-1", vendorId: "v-1", riderId: nil, cancelledBy: .customer,
+            reason: "changed my mind"),
         ServiceRequestCreated(requestId: "s-1", customerId: "c-1", serviceAddress: home, description: "AC service"),
-        ServiceRequestAssigned(requestId: "s-1", customerId: "c-1", technician: PersonRef(id: "t-1", name: "Tara"), serviceAddress: home),
+        ServiceRequestAssigned(
+            requestId: "s-1", customerId: "c-1", technician: PersonRef(id: "t-1", name: "Tara"), serviceAddress: home),
         ServiceRequestStatusChanged(
             requestId: "s-1", customerId: "c-1", technician: PersonRef(id: "t-1", name: "Tara"), status: .onTheWay,
             serviceAddress: home
@@ -46,19 +51,26 @@ struct EventRoundTripTests {
             recordedAt: date
         ),
         TrackingStarted(jobId: "o-1", kind: .delivery, customerId: "c-1", courierId: "r-1", startedAt: date),
-        TrackingStopped(jobId: "s-1", kind: .serviceRequest, customerId: "c-1", courierId: "t-1", reason: .timeLimit, stoppedAt: date),
+        TrackingStopped(
+            jobId: "s-1", kind: .serviceRequest, customerId: "c-1", courierId: "t-1", reason: .timeLimit,
+            stoppedAt: date),
         ChatMessageSent(
             messageId: "m-1", orderId: "o-1", senderId: "c-1", senderRole: .customer, senderName: "Asha",
             text: "Please leave it at the door \u{1F6AA}", clientMessageId: "cm-1", sentAt: date
         ),
         ChatClosed(orderId: "o-1", reason: "OrderDelivered", closedAt: date),
         PushRequested(
-            notificationId: "n-1", userId: "c-1", kind: "order_picked_up", title: "On the way", body: "Your order is on the way",
+            notificationId: "n-1", userId: "c-1", kind: "order_picked_up", title: "On the way",
+            body: "Your order is on the way",
             data: ["link": "app://orders/o-1"], priority: .high, collapseKey: "o-1", ttlSeconds: 60, sound: "offer.wav",
             correlationId: "o-1"
         ),
-        PushSent(notificationId: "n-1", userId: "c-1", kind: "order_picked_up", correlationId: "o-1", deviceCount: 2, sentAt: date),
-        PushFailed(notificationId: "n-1", userId: "c-1", kind: "order_picked_up", correlationId: nil, reason: "no devices", failedAt: date),
+        PushSent(
+            notificationId: "n-1", userId: "c-1", kind: "order_picked_up", correlationId: "o-1", deviceCount: 2,
+            sentAt: date),
+        PushFailed(
+            notificationId: "n-1", userId: "c-1", kind: "order_picked_up", correlationId: nil, reason: "no devices",
+            failedAt: date),
     ]
 
     @Test("the samples cover every event type in the catalog")
@@ -91,12 +103,14 @@ struct EventRoundTripTests {
     @Test("dates are ISO-8601 UTC with milliseconds, and keys are sorted")
     func stableJSON() throws {
         let envelope = EventEnvelope(
-            eventId: UUID(uuidString: "00000000-0000-0000-0000-000000000001")!, aggregateId: "o-1", occurredAt: Self.date,
+            eventId: UUID(uuidString: "00000000-0000-0000-0000-000000000001")!, aggregateId: "o-1",
+            occurredAt: Self.date,
             payload: OrderAccepted(orderId: "o-1", customerId: "c-1", vendorId: "v-1")
         )
         let text = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
         #expect(
-            text == #"{"aggregateId":"o-1","eventId":"00000000-0000-0000-0000-000000000001","occurredAt":"2026-11-18T11:06:40.123Z","payload":{"customerId":"c-1","orderId":"o-1","vendorId":"v-1"},"schemaVersion":1,"type":"OrderAccepted"}"#
+            text
+                == #"{"aggregateId":"o-1","eventId":"00000000-0000-0000-0000-000000000001","occurredAt":"2026-11-18T11:06:40.123Z","payload":{"customerId":"c-1","orderId":"o-1","vendorId":"v-1"},"schemaVersion":1,"type":"OrderAccepted"}"#
         )
     }
 
@@ -119,7 +133,11 @@ struct EventRoundTripTests {
         #expect(ISO8601.parse(text) == Date(timeIntervalSince1970: Double(milliseconds) / 1000))
     }
 
-    @Test("malformed timestamps are refused", arguments: ["", "2026-11-21", "2026-13-01T00:00:00Z", "2026-11-21T10:15:00", "2026-11-21T10:15:00.Z", "yesterday"])
+    @Test(
+        "malformed timestamps are refused",
+        arguments: [
+            "", "2026-11-21", "2026-13-01T00:00:00Z", "2026-11-21T10:15:00", "2026-11-21T10:15:00.Z", "yesterday",
+        ])
     func timestampRefusals(text: String) {
         #expect(ISO8601.parse(text) == nil)
     }
@@ -134,7 +152,8 @@ struct EventRoundTripTests {
 
     @Test("an unknown type, a malformed envelope and a payload of the wrong shape are refused")
     func refusals() {
-        let unknown = #"{"eventId":"00000000-0000-0000-0000-000000000001","type":"Nope","aggregateId":"x","occurredAt":"2026-11-21T10:15:00Z","schemaVersion":1,"payload":{}}"#
+        let unknown =
+            #"{"eventId":"00000000-0000-0000-0000-000000000001","type":"Nope","aggregateId":"x","occurredAt":"2026-11-21T10:15:00Z","schemaVersion":1,"payload":{}}"#
         let wrongShape = unknown.replacingOccurrences(of: "Nope", with: "OrderAccepted")
         for text in [unknown, "not json", "{}", wrongShape] {
             #expect(throws: EventDecodingError.self) { try EventCatalog.decode(Data(text.utf8)) }

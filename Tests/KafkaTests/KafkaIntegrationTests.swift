@@ -24,13 +24,15 @@ struct KafkaIntegrationTests {
 
     func makeConsumer(group: String, topic: String) throws -> KafkaConsumer {
         try KafkaConsumer(
-            configuration: KafkaConsumerConfiguration(client: try client(), groupId: group), topics: [topic], logger: logger
+            configuration: KafkaConsumerConfiguration(client: try client(), groupId: group), topics: [topic],
+            logger: logger
         )
     }
 
     /// Reads messages until `done` says so, or fails after `timeout`.
     func consume(
-        _ consumer: KafkaConsumer, timeout: Duration = .seconds(30), until done: @escaping @Sendable ([KafkaMessage]) -> Bool
+        _ consumer: KafkaConsumer, timeout: Duration = .seconds(30),
+        until done: @escaping @Sendable ([KafkaMessage]) -> Bool
     ) async throws -> [KafkaMessage] {
         try await withTimeout(timeout) {
             var received: [KafkaMessage] = []
@@ -45,7 +47,8 @@ struct KafkaIntegrationTests {
     @Test("1,000 keyed messages over 3 partitions are all consumed, in order per key")
     func keyedMessagesInOrder() async throws {
         let topic = try await makeTopic(partitions: 3)
-        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
         let keys = (0..<10).map { "order-\($0)" }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for key in keys {
@@ -83,7 +86,8 @@ struct KafkaIntegrationTests {
     @Test("a consumer that stops before committing gets the uncommitted messages again after restart")
     func uncommittedMessagesAreRedelivered() async throws {
         let topic = try await makeTopic(partitions: 1)
-        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
         for index in 0..<10 {
             try await producer.send(topic: topic, key: "k", value: Data("m\(index)".utf8))
         }
@@ -107,7 +111,8 @@ struct KafkaIntegrationTests {
         let group = uniqueName("group")
         let first = try makeConsumer(group: group, topic: topic)
         let second = try makeConsumer(group: group, topic: topic)
-        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
         let received = Locked<[String: Set<Int32>]>([:])
 
         try await withThrowingTaskGroup(of: Void.self) { tasks in

@@ -24,8 +24,9 @@ struct ConformanceFixture: Sendable {
         path: String, _ body: @Sendable (ConformanceFixture) async throws -> Result
     ) async throws -> Result {
         let port = TestPorts.allocate()
-        let app = ConformanceServer.makeApplication(port: port, logger: TestInfrastructure.logger("conformance"))
-        return try await withRunningApplication(app, port: port) {
+        let (app, realtime) = ConformanceServer.makeApplication(
+            port: port, logger: TestInfrastructure.logger("conformance"))
+        return try await withRunningApplication(app, port: port, services: realtime) {
             try await body(ConformanceFixture(port: port, path: path))
         }
     }
@@ -45,7 +46,9 @@ struct ConformanceFixture: Sendable {
         }
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
         let bytes = try await response.body.collect(upTo: 4 << 20)
-        return HTTPAnswer(status: Int(response.status.code), body: String(buffer: bytes), contentType: response.headers.first(name: "Content-Type"))
+        return HTTPAnswer(
+            status: Int(response.status.code), body: String(buffer: bytes),
+            contentType: response.headers.first(name: "Content-Type"))
     }
 
     func get(_ url: String) async throws -> HTTPAnswer { try await request(.GET, url) }

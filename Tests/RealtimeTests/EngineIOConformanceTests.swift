@@ -36,7 +36,8 @@ struct EngineIOConformanceTests {
     func pollingHandshakeRefusals() async throws {
         try await ConformanceFixture.run(path: "/engine.io") { server in
             for url in [
-                server.httpBase + "?transport=polling", server.httpBase + "?EIO=abc&transport=polling", server.httpBase + "?EIO=4",
+                server.httpBase + "?transport=polling", server.httpBase + "?EIO=abc&transport=polling",
+                server.httpBase + "?EIO=4",
                 server.httpBase + "?EIO=4&transport=abc",
             ] {
                 #expect(try await server.get(url).status == 400, "\(url)")
@@ -274,7 +275,8 @@ struct EngineIOConformanceTests {
         try await ConformanceFixture.run(path: "/engine.io") { server in
             let bad = try await server.openPollingSession()
             let good = try await server.openPollingSession()
-            #expect(try await server.post(server.pollingURL("&sid=\(bad)"), "4ok\u{1E}\u{00}\u{FF}garbage").status == 400)
+            #expect(
+                try await server.post(server.pollingURL("&sid=\(bad)"), "4ok\u{1E}\u{00}\u{FF}garbage").status == 400)
             #expect(try await server.get(server.pollingURL("&sid=\(bad)")).status == 400)
             #expect(try await server.post(server.pollingURL("&sid=\(good)"), "4fine").body == "ok")
             #expect(try await server.get(server.pollingURL("&sid=\(good)")).body == "4fine")

@@ -12,11 +12,14 @@ struct JSONAndPacketTests {
     )
     func roundTrip(text: String) throws {
         let value = try JSONValue.parse(text)
-        let expected = text.replacingOccurrences(of: #"\u00e9"#, with: "é").replacingOccurrences(of: #"\ud83d\ude00"#, with: "😀")
+        let expected = text.replacingOccurrences(of: #"\u00e9"#, with: "é").replacingOccurrences(
+            of: #"\ud83d\ude00"#, with: "😀")
         #expect(value.serialized == expected)
     }
 
-    @Test("invalid JSON is refused", arguments: ["", "{", "[1,]", "{\"a\"}", "01", "1.", "tru", "\"\\x\"", "\"\\ud800\"", "[1] 2", "\"a\u{01}\""])
+    @Test(
+        "invalid JSON is refused",
+        arguments: ["", "{", "[1,]", "{\"a\"}", "01", "1.", "tru", "\"\\x\"", "\"\\ud800\"", "[1] 2", "\"a\u{01}\""])
     func invalid(text: String) {
         #expect(throws: JSONParseError.self) { try JSONValue.parse(text) }
     }
@@ -40,10 +43,22 @@ struct JSONAndPacketTests {
         "Socket.IO packets encode as the protocol writes them",
         arguments: [
             ("0", SocketIOPacket(type: .connect)),
-            ("0/custom,{\"token\":\"abc\"}", SocketIOPacket(type: .connect, namespace: "/custom", data: try! JSONValue.parse(#"{"token":"abc"}"#))),
+            (
+                "0/custom,{\"token\":\"abc\"}",
+                SocketIOPacket(type: .connect, namespace: "/custom", data: try! JSONValue.parse(#"{"token":"abc"}"#))
+            ),
             ("2[\"a\",1]", SocketIOPacket(type: .event, data: try! JSONValue.parse(#"["a",1]"#))),
-            ("2/chat,7[\"join\"]", SocketIOPacket(type: .event, namespace: "/chat", ackId: 7, data: try! JSONValue.parse(#"["join"]"#))),
-            ("52-[\"m\",{\"_placeholder\":true,\"num\":0},{\"_placeholder\":true,\"num\":1}]", SocketIOPacket(type: .binaryEvent, data: try! JSONValue.parse(#"["m",{"_placeholder":true,"num":0},{"_placeholder":true,"num":1}]"#), attachmentCount: 2)),
+            (
+                "2/chat,7[\"join\"]",
+                SocketIOPacket(type: .event, namespace: "/chat", ackId: 7, data: try! JSONValue.parse(#"["join"]"#))
+            ),
+            (
+                "52-[\"m\",{\"_placeholder\":true,\"num\":0},{\"_placeholder\":true,\"num\":1}]",
+                SocketIOPacket(
+                    type: .binaryEvent,
+                    data: try! JSONValue.parse(#"["m",{"_placeholder":true,"num":0},{"_placeholder":true,"num":1}]"#),
+                    attachmentCount: 2)
+            ),
             ("3456[1]", SocketIOPacket(type: .ack, ackId: 456, data: try! JSONValue.parse("[1]"))),
             ("1/custom,", SocketIOPacket(type: .disconnect, namespace: "/custom")),
         ]
@@ -57,7 +72,8 @@ struct JSONAndPacketTests {
     @Test(
         "malformed Socket.IO packets are refused",
         arguments: [
-            "abc", "2{}", "2abc[\"x\"]", "2[]", "2[{}]", "2[\"connect\"]", "0[1]", "1{}", "3[1]", "5[\"x\"]", "50-[\"x\"]",
+            "abc", "2{}", "2abc[\"x\"]", "2[]", "2[{}]", "2[\"connect\"]", "0[1]", "1{}", "3[1]", "5[\"x\"]",
+            "50-[\"x\"]",
             "511-[\"x\"]", "4{\"message\":\"x\"}", "2[\"x\"", "9",
         ]
     )

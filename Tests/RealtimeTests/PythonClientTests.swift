@@ -31,7 +31,9 @@ struct PythonClientTests {
     struct OK: Codable, Sendable { var ok = true }
 
     /// A server with the `/secure` namespace: tokens required, `whoami`, `join` and `say` (to a room).
-    static func makeApplication(port: Int, adapter: (any RealtimeAdapter)?) async throws -> some ApplicationProtocol {
+    static func makeApplication(port: Int, adapter: (any RealtimeAdapter)?) async throws -> (
+        some ApplicationProtocol, RealtimeServer
+    ) {
         let logger = TestInfrastructure.logger("python-client-tests")
         var configuration = EngineConfiguration()
         configuration.pingInterval = .milliseconds(300)
@@ -40,28 +42,36 @@ struct PythonClientTests {
         let realtime = RealtimeServer(configuration: configuration, adapter: adapter, logger: logger)
         let secure = realtime.namespace("/secure")
         secure.requireToken(try await JWTKeyCollectionForTests.verifier())
-        secure.onConnect { socket in socket.emit("welcome", Who(userId: socket.identity!.userId, role: socket.identity!.role)) }
-        secure.on("whoami", Empty.self) { socket, _ in Who(userId: socket.identity!.userId, role: socket.identity!.role) }
+        secure.onConnect { socket in
+            socket.emit("welcome", Who(userId: socket.identity!.userId, role: socket.identity!.role))
+        }
+        secure.on("whoami", Empty.self) { socket, _ in Who(userId: socket.identity!.userId, role: socket.identity!.role)
+        }
         secure.on("join", JoinRequest.self) { socket, request in
             socket.join(request.room)
             return OK()
         }
         secure.on("say", SayRequest.self) { socket, request in
-            await secure.emit("said", Said(room: request.room, text: request.text, from: socket.identity!.userId), toRoom: request.room)
+            await secure.emit(
+                "said", Said(room: request.room, text: request.text, from: socket.identity!.userId),
+                toRoom: request.room)
             return OK()
         }
         let router = Router()
         realtime.addRoutes(to: router)
-        return Application(
+        let application = Application(
             router: router, server: RealtimeServerBuilder.http1WithWebSockets([realtime.engine]),
-            configuration: .init(address: .hostname("127.0.0.1", port: port)), services: [realtime], logger: logger
+            configuration: .init(address: .hostname("127.0.0.1", port: port)), logger: logger
         )
+        return (application, realtime)
     }
 
     /// Runs a scenario of client_scenarios.py and returns its JSON output.
     static func scenario(_ arguments: [String]) async throws -> JSONValue {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("python/client_scenarios.py")
-        let process = try ChildProcess(executable: try TestInfrastructure.python(), arguments: [script.path] + arguments)
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "python/client_scenarios.py")
+        let process = try ChildProcess(
+            executable: try TestInfrastructure.python(), arguments: [script.path] + arguments)
         let status = await process.exitStatus()
         let output = process.output
         guard status == 0, let line = output.split(separator: "\n").last(where: { $0.hasPrefix("{") }) else {
@@ -77,7 +87,7 @@ struct PythonClientTests {
     func connects(transports: String) async throws {
         let port = TestPorts.allocate()
         let token = try await TestAuth.token("rider-1", .rider, name: "Ravi")
-        let result = try await withRunningApplication(try await Self.makeApplication(port: port, adapter: nil), port: port) {
+        let result = try await withRunningServer(try await Self.makeApplication(port: port, adapter: nil), port: port) {
             try await Self.scenario(["basic", "http://127.0.0.1:\(port)", token, transports, "1.5"])
         }
         try #require(result["connected"] == .bool(true), "python-socketio could not connect: \(result)")
@@ -101,7 +111,7 @@ struct PythonClientTests {
                     .token(userId: "u", role: .customer)
             default: ""
             }
-        let result = try await withRunningApplication(try await Self.makeApplication(port: port, adapter: nil), port: port) {
+        let result = try await withRunningServer(try await Self.makeApplication(port: port, adapter: nil), port: port) {
             try await Self.scenario(["basic", "http://127.0.0.1:\(port)", token, "polling,websocket", "0"])
         }
         #expect(result["connected"] == .bool(false))
@@ -112,13 +122,21 @@ struct PythonClientTests {
     func rooms() async throws {
         let port = TestPorts.allocate()
         let tokens = [
-            try await TestAuth.token("a", .customer), try await TestAuth.token("b", .customer), try await TestAuth.token("c", .rider),
+            try await TestAuth.token("a", .customer), try await TestAuth.token("b", .customer),
+            try await TestAuth.token("c", .rider),
         ]
-        let result = try await withRunningApplication(try await Self.makeApplication(port: port, adapter: nil), port: port) {
+        let result = try await withRunningServer(try await Self.makeApplication(port: port, adapter: nil), port: port) {
             try await Self.scenario(["rooms", "http://127.0.0.1:\(port)", "http://127.0.0.1:\(port)"] + tokens)
         }
         #expect(result["sent"] == .number("1"))
-        #expect(result["a"] == .array([.object(JSONObject([("from", .string("c")), ("room", .string("room-a")), ("text", .string("hello room a"))]))]))
+        #expect(
+            result["a"]
+                == .array([
+                    .object(
+                        JSONObject([
+                            ("from", .string("c")), ("room", .string("room-a")), ("text", .string("hello room a")),
+                        ]))
+                ]))
         #expect(result["b"] == .array([]))
     }
 
@@ -128,7 +146,8 @@ struct PythonClientTests {
         let topic = uniqueName("realtime")
         let logger = TestInfrastructure.logger("adapter")
         let client = KafkaClientConfiguration(bootstrapServers: [brokers], clientId: "realtime-tests")
-        try await KafkaAdmin.createTopics([KafkaTopicSpecification(name: topic, partitions: 1)], client: client, logger: logger)
+        try await KafkaAdmin.createTopics(
+            [KafkaTopicSpecification(name: topic, partitions: 1)], client: client, logger: logger)
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: client), logger: logger)
         @Sendable func adapter() -> KafkaRealtimeAdapter {
             KafkaRealtimeAdapter(
@@ -138,10 +157,14 @@ struct PythonClientTests {
         }
         let (first, second) = (TestPorts.allocate(), TestPorts.allocate())
         let tokens = [
-            try await TestAuth.token("a", .customer), try await TestAuth.token("b", .customer), try await TestAuth.token("c", .rider),
+            try await TestAuth.token("a", .customer), try await TestAuth.token("b", .customer),
+            try await TestAuth.token("c", .rider),
         ]
-        let result = try await withRunningApplication(try await Self.makeApplication(port: first, adapter: adapter()), port: first) {
-            try await withRunningApplication(try await Self.makeApplication(port: second, adapter: adapter()), port: second) {
+        let result = try await withRunningServer(
+            try await Self.makeApplication(port: first, adapter: adapter()), port: first
+        ) {
+            try await withRunningServer(try await Self.makeApplication(port: second, adapter: adapter()), port: second)
+            {
                 try await Self.scenario(["rooms", "http://127.0.0.1:\(first)", "http://127.0.0.1:\(second)"] + tokens)
             }
         }
@@ -151,6 +174,13 @@ struct PythonClientTests {
         #expect(heard.allSatisfy { $0["from"] == .string("c") && $0["room"] == .string("room-a") })
         #expect(result["b"] == .array([]))
     }
+}
+
+/// Runs an application with its realtime server (shut down first).
+func withRunningServer<App: ApplicationProtocol, Result: Sendable>(
+    _ server: (App, RealtimeServer), port: Int, _ body: @Sendable () async throws -> Result
+) async throws -> Result {
+    try await withRunningApplication(server.0, port: port, services: [server.1], body)
 }
 
 /// A verifier trusting the test token issuer.

@@ -9,7 +9,9 @@ import Testing
 struct SocketIOConformanceTests {
     /// The JSON of a CONNECT answer after `prefix` holds only a string `sid`.
     static func expectConnectAnswer(_ frame: TestWebSocket.Frame, prefix: String) throws {
-        guard let text = frame.text, text.hasPrefix(prefix) else { throw ProtocolMismatch("expected \(prefix)…, got \(frame)") }
+        guard let text = frame.text, text.hasPrefix(prefix) else {
+            throw ProtocolMismatch("expected \(prefix)…, got \(frame)")
+        }
         let answer = try JSONValue.parse(String(text.dropFirst(prefix.count)))
         guard case .object(let object) = answer else { throw ProtocolMismatch("CONNECT answer is not an object") }
         #expect(object.entries.map(\.key) == ["sid"])
@@ -24,7 +26,10 @@ struct SocketIOConformanceTests {
             let answer = try await server.get(server.pollingURL())
             #expect(answer.status == 200)
             try EngineIOConformanceTests.checkOpenPacket(answer.body, upgrades: ["websocket"])
-            for url in [server.httpBase + "?transport=polling", server.httpBase + "?EIO=abc&transport=polling", server.httpBase + "?EIO=4", server.httpBase + "?EIO=4&transport=abc"] {
+            for url in [
+                server.httpBase + "?transport=polling", server.httpBase + "?EIO=abc&transport=polling",
+                server.httpBase + "?EIO=4", server.httpBase + "?EIO=4&transport=abc",
+            ] {
                 #expect(try await server.get(url).status == 400)
             }
             #expect(try await server.request(.POST, server.pollingURL()).status == 400)
@@ -186,7 +191,9 @@ struct SocketIOConformanceTests {
                 socket.send(#"452-789["message-with-ack",{"_placeholder":true,"num":0},{"_placeholder":true,"num":1}]"#)
                 socket.send(binary: [1, 2, 3])
                 socket.send(binary: [4, 5, 6])
-                #expect(try await socket.nextSkippingPings() == .text(#"462-789[{"_placeholder":true,"num":0},{"_placeholder":true,"num":1}]"#))
+                #expect(
+                    try await socket.nextSkippingPings()
+                        == .text(#"462-789[{"_placeholder":true,"num":0},{"_placeholder":true,"num":1}]"#))
                 #expect(try await socket.nextSkippingPings() == .binary([1, 2, 3]))
                 #expect(try await socket.nextSkippingPings() == .binary([4, 5, 6]))
             }
@@ -195,7 +202,10 @@ struct SocketIOConformanceTests {
 
     @Test(
         "malformed packets close the connection",
-        arguments: ["4abc", "42{}", #"42abc["message-with-ack",1,"2",{"3":[false]}]"#, "41/never-joined,", #"42/never-joined,["x"]"#]
+        arguments: [
+            "4abc", "42{}", #"42abc["message-with-ack",1,"2",{"3":[false]}]"#, "41/never-joined,",
+            #"42/never-joined,["x"]"#,
+        ]
     )
     func malformed(packet: String) async throws {
         try await ConformanceFixture.run(path: "/socket.io") { server in
@@ -216,7 +226,8 @@ struct SocketIOConformanceTests {
             #expect(connected.count == 2)
             #expect(connected.last == #"42["auth",{}]"#)
             _ = try await server.post(url, "451-[\"message\",{\"_placeholder\":true,\"num\":0}]\u{1E}bAQID")
-            #expect(try await server.get(url).body == "451-[\"message-back\",{\"_placeholder\":true,\"num\":0}]\u{1E}bAQID")
+            #expect(
+                try await server.get(url).body == "451-[\"message-back\",{\"_placeholder\":true,\"num\":0}]\u{1E}bAQID")
         }
     }
 }

@@ -13,7 +13,8 @@ struct ConfigurationTests {
 
     func configuration(_ values: [String: String]) throws(ConfigurationError) -> ServiceConfiguration {
         try ServiceConfiguration(
-            serviceName: "order-service", defaultPort: 8081, defaultSchema: "orders", environment: ServiceEnvironment(values)
+            serviceName: "order-service", defaultPort: 8081, defaultSchema: "orders",
+            environment: ServiceEnvironment(values)
         )
     }
 
@@ -33,7 +34,9 @@ struct ConfigurationTests {
         #expect(configuration.outbox.pollInterval == .seconds(1))
     }
 
-    @Test("each missing required variable is named", arguments: ["DATABASE_URL", "KAFKA_BROKERS", "JWT_ISSUER", "JWT_AUDIENCE", "JWT_PUBLIC_KEY_FILE"])
+    @Test(
+        "each missing required variable is named",
+        arguments: ["DATABASE_URL", "KAFKA_BROKERS", "JWT_ISSUER", "JWT_AUDIENCE", "JWT_PUBLIC_KEY_FILE"])
     func missing(variable: String) {
         var values = complete
         values[variable] = nil
@@ -47,7 +50,8 @@ struct ConfigurationTests {
     @Test(
         "invalid values are refused with the variable's name",
         arguments: [
-            ("HTTP_PORT", "eighty"), ("HTTP_PORT", "70000"), ("DATABASE_URL", "mysql://x/y"), ("DATABASE_URL", "postgres://host"),
+            ("HTTP_PORT", "eighty"), ("HTTP_PORT", "70000"), ("DATABASE_URL", "mysql://x/y"),
+            ("DATABASE_URL", "postgres://host"),
             ("DATABASE_SCHEMA", "Orders;DROP"), ("KAFKA_PROPERTIES", "novalue"), ("LOG_LEVEL", "loud"),
             ("JWT_JWKS_URL", "not a url"), ("OUTBOX_POLL_INTERVAL_MS", "0"), ("DATABASE_TLS", "maybe"),
         ]
@@ -89,7 +93,10 @@ struct ConfigurationTests {
         let process = try ChildProcess(
             executable: URL(fileURLWithPath: try TestInfrastructure.binPath()).appendingPathComponent(executable).path,
             arguments: [],
-            environment: ["PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": ProcessInfo.processInfo.environment["LD_LIBRARY_PATH"] ?? ""]
+            environment: [
+                "PATH": "/usr/bin:/bin",
+                "LD_LIBRARY_PATH": ProcessInfo.processInfo.environment["LD_LIBRARY_PATH"] ?? "",
+            ]
         )
         #expect(await process.exitStatus() == 78)
         #expect(process.output.contains("DATABASE_URL"), "output was: \(process.output)")

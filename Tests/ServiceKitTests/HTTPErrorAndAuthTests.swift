@@ -57,7 +57,9 @@ struct HTTPErrorAndAuthTests {
         return try await client.execute(uri: path, method: .get, headers: headers)
     }
 
-    @Test("bad bodies get 400 with a code and a message naming the field; unknown routes 404; crashes 500 without details")
+    @Test(
+        "bad bodies get 400 with a code and a message naming the field; unknown routes 404; crashes 500 without details"
+    )
     func errorShapes() async throws {
         let app = Self.application(verifier: try await Self.verifier())
         try await app.test(.router) { client in
@@ -65,9 +67,15 @@ struct HTTPErrorAndAuthTests {
                 ("{\"name\":", "application/json", .badRequest, .invalidJSON, "not valid JSON"),
                 ("", "application/json", .badRequest, .invalidJSON, "empty"),
                 ("{\"name\":\"a\"}", "application/json", .badRequest, .validationFailed, "'count'"),
-                ("{\"name\":\"a\",\"count\":\"two\"}", "application/json", .badRequest, .validationFailed, "'count' must be a integer"),
+                (
+                    "{\"name\":\"a\",\"count\":\"two\"}", "application/json", .badRequest, .validationFailed,
+                    "'count' must be a integer"
+                ),
                 ("{\"name\":null,\"count\":1}", "application/json", .badRequest, .validationFailed, "'name'"),
-                ("name=a", "application/x-www-form-urlencoded", .unsupportedMediaType, .unsupportedMediaType, "application/json"),
+                (
+                    "name=a", "application/x-www-form-urlencoded", .unsupportedMediaType, .unsupportedMediaType,
+                    "application/json"
+                ),
             ]
             for (body, contentType, status, code, fragment) in cases {
                 var headers = HTTPFields()
@@ -102,7 +110,8 @@ struct HTTPErrorAndAuthTests {
     func rejectedTokens() async throws {
         let app = Self.application(verifier: try await Self.verifier())
         let issuer = TestAuth.issuer
-        let stranger = TokenIssuer(privateKey: ES256PrivateKey(), issuer: TestAuth.issuerName, audience: TestAuth.audience)
+        let stranger = TokenIssuer(
+            privateKey: ES256PrivateKey(), issuer: TestAuth.issuerName, audience: TestAuth.audience)
         let cases: [(String?, ErrorCode)] = [
             (nil, .unauthorized),
             ("not-a-jwt", .invalidToken),
@@ -174,7 +183,8 @@ struct HTTPErrorAndAuthTests {
         let token = try await signer.sign(
             CognitoClaims(
                 sub: "rider-7", iss: "https://cognito-idp.ap-south-1.amazonaws.com/pool",
-                exp: .init(value: Date().addingTimeInterval(600)), client_id: "app-client-id", groups: ["beta", "Rider"]
+                exp: .init(value: Date().addingTimeInterval(600)), client_id: "app-client-id",
+                groups: ["beta", "Rider"]
             ),
             kid: "cognito-key-1"
         )
@@ -191,6 +201,7 @@ extension Insecure.RSA.PublicKey {
             data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
                 .replacingOccurrences(of: "=", with: "")
         }
-        return #"{"kty":"RSA","alg":"RS256","use":"sig","kid":"\#(kid)","n":"\#(base64URL(modulus))","e":"\#(base64URL(exponent))"}"#
+        return
+            #"{"kty":"RSA","alg":"RS256","use":"sig","kid":"\#(kid)","n":"\#(base64URL(modulus))","e":"\#(base64URL(exponent))"}"#
     }
 }

@@ -19,7 +19,8 @@ struct MigratorTests {
     func appliedOnce() async throws {
         let set = MigrationSet(component: "svc", migrations: [first])
         try await withTestDatabase(migrations: [try .platform(), set]) { database in
-            try await Migrator.apply([try .platform(), set], schema: database.schema, client: database.client, logger: database.logger)
+            try await Migrator.apply(
+                [try .platform(), set], schema: database.schema, client: database.client, logger: database.logger)
             #expect(try await database.scalar("SELECT count(*) FROM things", as: Int.self) == 1)
             #expect(try await database.scalar("SELECT shout(name) FROM things", as: String.self) == "ONE!")
             let recorded = try await database.scalar(
@@ -41,7 +42,8 @@ struct MigratorTests {
             edited.sql += "\nINSERT INTO things (name) VALUES ('two');"
             await #expect {
                 try await Migrator.apply(
-                    [MigrationSet(component: "svc", migrations: [edited])], schema: database.schema, client: database.client,
+                    [MigrationSet(component: "svc", migrations: [edited])], schema: database.schema,
+                    client: database.client,
                     logger: database.logger
                 )
             } throws: { error in
@@ -70,7 +72,9 @@ struct MigratorTests {
                 as: Int.self
             )
             #expect(half == 0)
-            #expect(try await database.scalar("SELECT count(*) FROM schema_migrations WHERE component = 'svc'", as: Int.self) == 1)
+            #expect(
+                try await database.scalar(
+                    "SELECT count(*) FROM schema_migrations WHERE component = 'svc'", as: Int.self) == 1)
         }
     }
 

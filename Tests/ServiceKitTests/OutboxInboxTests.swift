@@ -37,7 +37,8 @@ struct OutboxInboxTests {
         let events = try await withTimeout(.seconds(60)) {
             var events: [DecodedEvent] = []
             for try await message in consumer.messages {
-                guard let event = try? EventCatalog.decode(message.value), aggregates.contains(event.header.aggregateId) else {
+                guard let event = try? EventCatalog.decode(message.value), aggregates.contains(event.header.aggregateId)
+                else {
                     continue
                 }
                 events.append(event)
@@ -50,7 +51,9 @@ struct OutboxInboxTests {
     }
 
     static func accepted(_ orderId: String, sequence: Int) -> EventEnvelope<OrderAccepted> {
-        EventEnvelope(aggregateId: orderId, payload: OrderAccepted(orderId: orderId, customerId: "seq-\(sequence)", vendorId: "v"))
+        EventEnvelope(
+            aggregateId: orderId, payload: OrderAccepted(orderId: orderId, customerId: "seq-\(sequence)", vendorId: "v")
+        )
     }
 
     @Test("rows of a rolled-back transaction are never published; committed rows are, in order per aggregate")
@@ -60,8 +63,10 @@ struct OutboxInboxTests {
         let committed = uniqueName("committed")
         try await withTestDatabase { database in
             let outbox = Outbox(schema: database.schema)
-            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
-            let relay = OutboxRelay(database: database, producer: producer, outbox: outbox, settings: Self.settings(), logger: logger)
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
+            let relay = OutboxRelay(
+                database: database, producer: producer, outbox: outbox, settings: Self.settings(), logger: logger)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await relay.run() }
                 struct Abort: Error {}
@@ -73,16 +78,20 @@ struct OutboxInboxTests {
                 }
                 try await database.transaction { connection in
                     for sequence in 0..<5 {
-                        try await outbox.enqueue(Self.accepted(committed, sequence: sequence), on: connection, logger: logger)
+                        try await outbox.enqueue(
+                            Self.accepted(committed, sequence: sequence), on: connection, logger: logger)
                     }
                 }
                 let events = try await Self.readEvents(
-                    topic: .ordersEvents, brokers: brokers, aggregates: [rolledBack, committed], count: 5, logger: logger
+                    topic: .ordersEvents, brokers: brokers, aggregates: [rolledBack, committed], count: 5,
+                    logger: logger
                 )
                 #expect(events.allSatisfy { $0.header.aggregateId == committed })
-                #expect(events.compactMap { $0.payload(as: OrderAccepted.self)?.customerId } == (0..<5).map { "seq-\($0)" })
+                #expect(
+                    events.compactMap { $0.payload(as: OrderAccepted.self)?.customerId } == (0..<5).map { "seq-\($0)" })
                 try await eventually("rows marked published") {
-                    try await database.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL", as: Int.self) == 0
+                    try await database.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL", as: Int.self)
+                        == 0
                 }
                 #expect(try await database.scalar("SELECT count(*) FROM outbox", as: Int.self) == 5)
                 group.cancelAll()
@@ -102,14 +111,18 @@ struct OutboxInboxTests {
         ) async throws {}
     }
 
-    @Test("with the broker down, committed rows stay pending and /ready says so; once it is back they are all published in order")
+    @Test(
+        "with the broker down, committed rows stay pending and /ready says so; once it is back they are all published in order"
+    )
     func brokerOutage() async throws {
         let broker = TansuBroker(port: 19101)
         try await broker.start()
         let schema = uniqueName("outage")
-        let environment = try testServiceEnvironment(schema: schema, brokers: broker.address, extra: ["KAFKA_DELIVERY_TIMEOUT_MS": "2000"])
+        let environment = try testServiceEnvironment(
+            schema: schema, brokers: broker.address, extra: ["KAFKA_DELIVERY_TIMEOUT_MS": "2000"])
         let app = try await BareService.buildApplication(
-            configuration: try BareService.configuration(environment: environment), environment: environment, logger: logger
+            configuration: try BareService.configuration(environment: environment), environment: environment,
+            logger: logger
         )
         let aggregates = (0..<3).map { _ in uniqueName("order") }
         try await app.test(.live) { client in
@@ -130,17 +143,21 @@ struct OutboxInboxTests {
                 for sequence in 0..<4 {
                     for aggregate in aggregates {
                         try await database.transaction { connection in
-                            try await outbox.enqueue(Self.accepted(aggregate, sequence: sequence), on: connection, logger: logger)
+                            try await outbox.enqueue(
+                                Self.accepted(aggregate, sequence: sequence), on: connection, logger: logger)
                         }
                     }
                 }
                 try await Task.sleep(for: .seconds(3))
-                #expect(try await database.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL", as: Int.self) == 12)
+                #expect(
+                    try await database.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL", as: Int.self)
+                        == 12)
                 #expect(try await database.scalar("SELECT max(attempts) FROM outbox", as: Int.self) ?? 0 >= 1)
 
                 try await broker.start()
                 try await eventually(timeout: .seconds(90), "pending rows published after the broker came back") {
-                    try await database.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL", as: Int.self) == 0
+                    try await database.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL", as: Int.self)
+                        == 0
                 }
             }
             try await eventually("ready again") { try await client.execute(uri: "/ready", method: .get).status == .ok }
@@ -151,7 +168,9 @@ struct OutboxInboxTests {
         )
         await broker.stop()
         for aggregate in aggregates {
-            let sequence = events.filter { $0.header.aggregateId == aggregate }.compactMap { $0.payload(as: OrderAccepted.self)?.customerId }
+            let sequence = events.filter { $0.header.aggregateId == aggregate }.compactMap {
+                $0.payload(as: OrderAccepted.self)?.customerId
+            }
             #expect(sequence == (0..<4).map { "seq-\($0)" }, "order of \(aggregate)")
         }
     }
@@ -160,21 +179,26 @@ struct OutboxInboxTests {
     func inboxDeduplicates() async throws {
         let brokers = try TestInfrastructure.kafkaBrokers()
         let topic = Topic(uniqueName("inbox"))
-        try await KafkaAdmin.createTopics([KafkaTopicSpecification(name: topic.rawValue, partitions: 1)], client: Self.client(brokers), logger: logger)
+        try await KafkaAdmin.createTopics(
+            [KafkaTopicSpecification(name: topic.rawValue, partitions: 1)], client: Self.client(brokers), logger: logger
+        )
         try await withTestDatabase { database in
-            try await database.client.query("CREATE TABLE effects (event_id uuid NOT NULL, order_id text NOT NULL)", logger: logger)
+            try await database.client.query(
+                "CREATE TABLE effects (event_id uuid NOT NULL, order_id text NOT NULL)", logger: logger)
             let consumer = EventConsumer(
                 name: "effects", topics: [topic],
                 configuration: KafkaConsumerConfiguration(client: Self.client(brokers), groupId: uniqueName("group")),
                 effect: .transactional(database) { event, connection in
                     let orderId = event.payload(as: OrderAccepted.self)?.orderId ?? "?"
                     try await connection.query(
-                        "INSERT INTO effects (event_id, order_id) VALUES (\(event.header.eventId), \(orderId))", logger: logger
+                        "INSERT INTO effects (event_id, order_id) VALUES (\(event.header.eventId), \(orderId))",
+                        logger: logger
                     )
                 },
                 logger: logger
             )
-            let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
             let duplicated = try ContractCoding.encode(Self.accepted("order-dup", sequence: 0))
             let sentinel = try ContractCoding.encode(Self.accepted("order-sentinel", sequence: 1))
             try await producer.send(topic: topic.rawValue, key: "order-dup", value: duplicated)
@@ -186,13 +210,18 @@ struct OutboxInboxTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await consumer.run() }
                 try await eventually(timeout: .seconds(30), "the sentinel's effect") {
-                    try await database.scalar("SELECT count(*) FROM effects WHERE order_id = 'order-sentinel'", as: Int.self) == 1
+                    try await database.scalar(
+                        "SELECT count(*) FROM effects WHERE order_id = 'order-sentinel'", as: Int.self) == 1
                 }
                 group.cancelAll()
             }
-            #expect(try await database.scalar("SELECT count(*) FROM effects WHERE order_id = 'order-dup'", as: Int.self) == 1)
-            #expect(try await database.scalar("SELECT count(*) FROM inbox WHERE consumer = 'effects'", as: Int.self) == 2)
-            let dead = try await database.scalar("SELECT convert_from(payload, 'UTF8') FROM dead_letters", as: String.self)
+            #expect(
+                try await database.scalar("SELECT count(*) FROM effects WHERE order_id = 'order-dup'", as: Int.self)
+                    == 1)
+            #expect(
+                try await database.scalar("SELECT count(*) FROM inbox WHERE consumer = 'effects'", as: Int.self) == 2)
+            let dead = try await database.scalar(
+                "SELECT convert_from(payload, 'UTF8') FROM dead_letters", as: String.self)
             #expect(dead == "not an event")
         }
     }

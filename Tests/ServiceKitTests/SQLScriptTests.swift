@@ -14,7 +14,8 @@ struct SQLScriptTests {
             """
         #expect(
             SQLScript.statements(in: script) == [
-                "-- a comment; with a semicolon\nCREATE TABLE a (id int)", "/* block; comment */ CREATE TABLE b (id int)",
+                "-- a comment; with a semicolon\nCREATE TABLE a (id int)",
+                "/* block; comment */ CREATE TABLE b (id int)",
             ]
         )
     }
@@ -40,6 +41,9 @@ struct SQLScriptTests {
 
     @Test("nested block comments")
     func nestedComments() {
-        #expect(SQLScript.statements(in: "/* a /* b; */ c; */ SELECT 1; SELECT 2") == ["/* a /* b; */ c; */ SELECT 1", "SELECT 2"])
+        #expect(
+            SQLScript.statements(in: "/* a /* b; */ c; */ SELECT 1; SELECT 2") == [
+                "/* a /* b; */ c; */ SELECT 1", "SELECT 2",
+            ])
     }
 }

@@ -5,7 +5,7 @@ import ServiceLifecycle
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Fixed ports for servers tests start in-process (19200-19999), one per call, so parallel tests never share.
@@ -14,13 +14,15 @@ package enum TestPorts {
     package static func allocate() -> Int { next.add(1, ordering: .relaxed).oldValue }
 }
 
-/// Runs `app` (listening on `port`) for the duration of `body`, then shuts it down gracefully.
+/// Runs `app` (listening on `port`) and `services` (shut down before it) for the duration of `body`, then shuts
+/// everything down gracefully.
 package func withRunningApplication<App: ApplicationProtocol, Result: Sendable>(
-    _ app: App, port: Int, _ body: @Sendable () async throws -> Result
+    _ app: App, port: Int, services: [any Service] = [], _ body: @Sendable () async throws -> Result
 ) async throws -> Result {
     try await withThrowingTaskGroup(of: Void.self) { group in
         let serviceGroup = ServiceGroup(
-            configuration: .init(services: [app], gracefulShutdownSignals: [], logger: Logger(label: "test-app"))
+            configuration: .init(
+                services: [app] + services, gracefulShutdownSignals: [], logger: Logger(label: "test-app"))
         )
         group.addTask { try await serviceGroup.run() }
         try await eventually(timeout: .seconds(10), "port \(port) listening") { isListening(port: port) }

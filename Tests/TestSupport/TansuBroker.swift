@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A Tansu broker of a test's own, on a fixed port, that the test can stop and start again (its data is in

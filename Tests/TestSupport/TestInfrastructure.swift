@@ -17,7 +17,9 @@ package enum TestInfrastructure {
     }
 
     package static func variable(_ name: String) throws -> String {
-        guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else { throw Missing(variable: name) }
+        guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else {
+            throw Missing(variable: name)
+        }
         return value
     }
 
@@ -35,7 +37,8 @@ package enum TestInfrastructure {
     /// A logger for tests: warnings and up, unless `LOG_LEVEL` says otherwise.
     package static func logger(_ label: String) -> Logger {
         var logger = Logger(label: label)
-        logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        logger.logLevel =
+            ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
         return logger
     }
 }
@@ -93,7 +96,8 @@ package func testServiceEnvironment(
 
 /// Waits until `condition` holds, checking every `interval`; fails with `message` after `timeout`.
 package func eventually(
-    timeout: Duration = .seconds(15), interval: Duration = .milliseconds(50), _ message: @autoclosure () -> String = "condition",
+    timeout: Duration = .seconds(15), interval: Duration = .milliseconds(50),
+    _ message: @autoclosure () -> String = "condition",
     _ condition: () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + timeout

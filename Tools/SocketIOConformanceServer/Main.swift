@@ -2,6 +2,7 @@ import ArgumentParser
 import Hummingbird
 import Logging
 import Realtime
+import ServiceLifecycle
 
 /// `swift run socketio-conformance-server --port 3000`: the server the public Socket.IO and Engine.IO protocol
 /// test suites run against, and the target of the realtime load benchmark.
@@ -18,11 +19,17 @@ struct SocketIOConformanceServerCommand: AsyncParsableCommand {
     @Option(help: "Listen port.")
     var port = 3000
 
-    @Option(name: .customLong("ping-interval"), help: "Milliseconds between pings (the suites use 300; production 25000).")
+    @Option(
+        name: .customLong("ping-interval"), help: "Milliseconds between pings (the suites use 300; production 25000).")
     var pingInterval = 300
 
     @Option(name: .customLong("ping-timeout"), help: "Milliseconds a client has to answer a ping.")
     var pingTimeout = 200
+
+    @Option(
+        name: .customLong("connect-timeout"),
+        help: "Milliseconds a connection may take to join a namespace (the suites use 1000).")
+    var connectTimeout = 1000
 
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
@@ -30,10 +37,15 @@ struct SocketIOConformanceServerCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "socketio-conformance-server")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
-        let app = ConformanceServer.makeApplication(
+        let (application, realtime) = ConformanceServer.makeApplication(
             host: host, port: port, pingInterval: .milliseconds(pingInterval), pingTimeout: .milliseconds(pingTimeout),
-            logger: logger
+            connectTimeout: .milliseconds(connectTimeout), logger: logger
         )
-        try await app.runService()
+        // Shut down in reverse order: the realtime servers disconnect their sockets, then the HTTP server stops.
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [application] + realtime, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        )
+        try await group.run()
     }
 }

@@ -81,7 +81,8 @@ final class RDKafkaClient: @unchecked Sendable {
                 )
                 return
             }
-            let isBrokerDown = code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || code == RD_KAFKA_RESP_ERR__TRANSPORT
+            let isBrokerDown =
+                code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || code == RD_KAFKA_RESP_ERR__TRANSPORT
                 || code == RD_KAFKA_RESP_ERR__RESOLVE
             if isBrokerDown {
                 let isNew = context.lastBrokerError.withLock { last in

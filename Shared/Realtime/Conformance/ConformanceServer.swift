@@ -1,5 +1,6 @@
 import Hummingbird
 import Logging
+import ServiceLifecycle
 
 /// The reference test server of the public Socket.IO protocol test suites (socketio/socket.io,
 /// `docs/engine.io-protocol/v4-test-suite` and `docs/socket.io-protocol/v5-test-suite`):
@@ -10,7 +11,9 @@ import Logging
 ///   `message-with-ack` through the acknowledgement.
 package enum ConformanceServer {
     /// The suites' settings: ping every 300 ms, 200 ms to answer, 1 MB payloads, 1 s to join a namespace.
-    package static func configuration(path: String, pingInterval: Duration, pingTimeout: Duration) -> EngineConfiguration {
+    package static func configuration(path: String, pingInterval: Duration, pingTimeout: Duration)
+        -> EngineConfiguration
+    {
         var configuration = EngineConfiguration()
         configuration.path = path
         configuration.pingInterval = pingInterval
@@ -19,17 +22,19 @@ package enum ConformanceServer {
         return configuration
     }
 
-    /// The application: both servers on `host:port`.
+    /// The application (both servers on `host:port`) and the realtime services to run after it in the service
+    /// group, so that at shutdown they disconnect their sockets before the HTTP server goes away.
     package static func makeApplication(
         host: String = "127.0.0.1", port: Int, pingInterval: Duration = .milliseconds(300),
-        pingTimeout: Duration = .milliseconds(200), logger: Logger
-    ) -> some ApplicationProtocol {
+        pingTimeout: Duration = .milliseconds(200), connectTimeout: Duration = .milliseconds(1000), logger: Logger
+    ) -> (application: some ApplicationProtocol, realtimeServices: [any Service]) {
         let echo = EngineServer(
             configuration: configuration(path: "/engine.io", pingInterval: pingInterval, pingTimeout: pingTimeout),
             handler: EchoHandler(), logger: logger
         )
-        var socketIOConfiguration = configuration(path: "/socket.io", pingInterval: pingInterval, pingTimeout: pingTimeout)
-        socketIOConfiguration.connectTimeout = .milliseconds(1000)
+        var socketIOConfiguration = configuration(
+            path: "/socket.io", pingInterval: pingInterval, pingTimeout: pingTimeout)
+        socketIOConfiguration.connectTimeout = connectTimeout
         let realtime = RealtimeServer(configuration: socketIOConfiguration, logger: logger)
         for name in ["/", "/custom"] {
             realtime.namespace(name).onConnect { socket in
@@ -47,19 +52,22 @@ package enum ConformanceServer {
         let router = Router()
         echo.addRoutes(to: router)
         realtime.addRoutes(to: router)
-        return Application(
+        let application = Application(
             router: router,
             server: RealtimeServerBuilder.http1WithWebSockets([echo, realtime.engine]),
             configuration: .init(address: .hostname(host, port: port), serverName: "socketio-conformance-server"),
-            services: [echo, realtime],
             logger: logger
         )
+        return (application, [echo, realtime])
     }
 
     /// Echoes every Engine.IO message back as it came (text as text, binary as binary).
     struct EchoHandler: EngineHandler {
+        func opened(_ session: EngineSession) {}
+
         func serve(_ session: EngineSession) async {
             session.claim()
+            await session.waitUntilClosed()
         }
 
         func receive(_ message: EngineMessage, from session: EngineSession) async throws(EngineProtocolError) {

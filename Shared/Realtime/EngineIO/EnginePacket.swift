@@ -55,10 +55,13 @@ package struct EnginePacket: Sendable, Equatable {
     package static func decode(text: Substring, allowBase64: Bool) throws(EngineProtocolError) -> EnginePacket {
         guard let first = text.utf8.first else { throw EngineProtocolError("empty packet") }
         if first == UInt8(ascii: "b"), allowBase64 {
-            guard let data = Data(base64Encoded: String(text.dropFirst())) else { throw EngineProtocolError("bad base64") }
+            guard let data = Data(base64Encoded: String(text.dropFirst())) else {
+                throw EngineProtocolError("bad base64")
+            }
             return .binary(Array(data))
         }
-        guard first >= UInt8(ascii: "0"), first <= UInt8(ascii: "6"), let type = EnginePacketType(rawValue: first - 48) else {
+        guard first >= UInt8(ascii: "0"), first <= UInt8(ascii: "6"), let type = EnginePacketType(rawValue: first - 48)
+        else {
             throw EngineProtocolError("unknown packet type")
         }
         return EnginePacket(type, String(text.dropFirst()))

@@ -5,6 +5,7 @@ import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
+import NIOPosix
 import ServiceLifecycle
 import Synchronization
 
@@ -26,7 +27,10 @@ package struct EngineConfiguration: Sendable {
 
 /// The layer above Engine.IO: Socket.IO, or an echo for the conformance server.
 package protocol EngineHandler: Sendable {
-    /// Runs for the lifetime of a new session (return when it closes).
+    /// A session opened; called before any of its messages is received.
+    func opened(_ session: EngineSession)
+    /// Runs for the lifetime of a new session; must return once the session has closed (see
+    /// ``EngineSession/onClose(_:)``).
     func serve(_ session: EngineSession) async
     /// One message from the peer; messages of a session arrive in order, one at a time.
     /// - Throws: ``EngineProtocolError`` to close the session for a protocol violation.
@@ -79,45 +83,26 @@ package final class EngineServer: Service, Sendable {
     }
 
     private func supervise(_ session: EngineSession) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.heartbeat(session) }
-            group.addTask { await self.handler.serve(session) }
-            if let timeout = configuration.connectTimeout {
-                group.addTask {
-                    try? await Task.sleep(for: timeout)
-                    if !Task.isCancelled, !session.isClaimed { session.close(.connectTimeout) }
-                }
-            }
-            await session.waitUntilClosed()
-            group.cancelAll()
-        }
+        session.startHeartbeat(
+            on: MultiThreadedEventLoopGroup.singleton.any(), interval: configuration.pingInterval,
+            timeout: configuration.pingTimeout, connectTimeout: configuration.connectTimeout
+        )
+        await handler.serve(session)
+        await session.waitUntilClosed()
         sessions.withLock { _ = $0.removeValue(forKey: session.id) }
         await handler.closed(session, reason: session.closeReason ?? .serverClose)
     }
 
-    private func heartbeat(_ session: EngineSession) async {
-        var nextPing = ContinuousClock.now + configuration.pingInterval
-        while !Task.isCancelled {
-            do {
-                try await Task.sleep(until: nextPing)
-            } catch {
-                return
-            }
-            guard await session.ping(deadline: .now + configuration.pingTimeout) else {
-                session.close(.pingTimeout)
-                return
-            }
-            nextPing = .now + configuration.pingInterval
-        }
-    }
-
-    private func openSession(query: [String: String], headers: HTTPFields, webSocket: AsyncStream<EnginePacket>.Continuation?)
+    private func openSession(
+        query: [String: String], headers: HTTPFields, webSocket: AsyncStream<EnginePacket>.Continuation?
+    )
         -> EngineSession?
     {
         guard acceptingSessions.load(ordering: .acquiring) else { return nil }
         var headerValues: [String: String] = [:]
         for field in headers { headerValues[field.name.canonicalName] = field.value }
         let session = EngineSession(id: Self.makeSessionId(), query: query, headers: headerValues, webSocket: webSocket)
+        handler.opened(session)
         sessions.withLock { $0[session.id] = session }
         guard case .enqueued = starter.yield(session) else {
             sessions.withLock { _ = $0.removeValue(forKey: session.id) }
@@ -159,7 +144,9 @@ package final class EngineServer: Service, Sendable {
             do {
                 try await handler.receive(message, from: session)
             } catch {
-                logger.debug("closing session after a protocol error", metadata: ["engine.sid": "\(session.id)", "error": "\(error)"])
+                logger.debug(
+                    "closing session after a protocol error",
+                    metadata: ["engine.sid": "\(session.id)", "error": "\(error)"])
                 session.close(.protocolError)
                 return false
             }
@@ -279,12 +266,15 @@ package final class EngineServer: Service, Sendable {
     // MARK: WebSocket
 
     /// Whether a WebSocket upgrade request on `head` is for this server and acceptable; nil if not its path.
-    package func shouldUpgrade(_ head: HTTPRequest) -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>>? {
+    package func shouldUpgrade(_ head: HTTPRequest) -> ShouldUpgradeResult<
+        WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>
+    >? {
         guard let target = head.path, Self.pathMatches(target, configuration.path) else { return nil }
         let query = Self.query(of: target.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? "")
         guard query["EIO"] == "4", query["transport"] == "websocket" else { return .dontUpgrade }
         if let sid = query["sid"] {
-            guard let session = sessions.withLock({ $0[sid] }), !session.isWebSocket, session.upgradeState == .none else {
+            guard let session = sessions.withLock({ $0[sid] }), !session.isWebSocket, session.upgradeState == .none
+            else {
                 return .dontUpgrade
             }
             return .upgrade([:]) { inbound, outbound, _ in
@@ -304,11 +294,15 @@ package final class EngineServer: Service, Sendable {
         let (frames, writer) = AsyncStream.makeStream(of: EnginePacket.self)
         guard let session = openSession(query: query, headers: headers, webSocket: writer) else { return }
         session.send([openPacket(for: session, upgrades: [])])
-        await pump(session, frames: frames, inbound: inbound.messages(maxSize: configuration.maxPayload).makeAsyncIterator(), outbound: outbound)
+        await pump(
+            session, frames: frames, inbound: inbound.messages(maxSize: configuration.maxPayload).makeAsyncIterator(),
+            outbound: outbound)
     }
 
     /// The upgrade of a polling session: `2probe`/`3probe`, then `5`, within the upgrade timeout.
-    private func upgrade(_ session: EngineSession, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
+    private func upgrade(_ session: EngineSession, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter)
+        async
+    {
         var messages = inbound.messages(maxSize: configuration.maxPayload).makeAsyncIterator()
         let (frames, writer) = AsyncStream.makeStream(of: EnginePacket.self)
         let completed = await withTaskGroup(of: Void.self) { group in
@@ -337,7 +331,8 @@ package final class EngineServer: Service, Sendable {
 
     /// Writes the session's packets (in a child task) and reads the peer's until either side ends the session.
     private func pump(
-        _ session: EngineSession, frames: AsyncStream<EnginePacket>, inbound: WebSocketInboundMessageStream.AsyncIterator,
+        _ session: EngineSession, frames: AsyncStream<EnginePacket>,
+        inbound: WebSocketInboundMessageStream.AsyncIterator,
         outbound: WebSocketOutboundWriter
     ) async {
         var inbound = inbound
@@ -386,7 +381,9 @@ package final class EngineServer: Service, Sendable {
         for pair in (text ?? "").split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1)
             let key = String(parts[0]).removingPercentEncoding ?? String(parts[0])
-            let value = parts.count > 1 ? (String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
+            let value =
+                parts.count > 1
+                ? (String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
             values[key] = value
         }
         return values
@@ -403,7 +400,10 @@ package final class EngineServer: Service, Sendable {
         buffer.writeString(body)
         return Response(
             status: .ok,
-            headers: [.contentType: "text/plain; charset=UTF-8", .cacheControl: "no-store", .contentLength: String(buffer.readableBytes)],
+            headers: [
+                .contentType: "text/plain; charset=UTF-8", .cacheControl: "no-store",
+                .contentLength: String(buffer.readableBytes),
+            ],
             body: .init(byteBuffer: buffer)
         )
     }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Synchronization
 
 /// Why an Engine.IO session ended.
@@ -43,13 +44,6 @@ package final class EngineSession: Sendable {
         case webSocket(AsyncStream<EnginePacket>.Continuation)
     }
 
-    enum PongState: Sendable {
-        case idle
-        /// A ping is out; the waiter (once registered) learns whether the pong came.
-        case awaiting(CheckedContinuation<Bool, Never>?)
-        case received
-    }
-
     enum UpgradeState: Sendable {
         case none
         case probing
@@ -63,13 +57,21 @@ package final class EngineSession: Sendable {
         var pollWaiter: CheckedContinuation<PollResult, Never>?
         var closeReason: EngineCloseReason?
         var closeWaiters: [CheckedContinuation<Void, Never>] = []
-        var pong: PongState = .idle
+        /// A ping is out and its pong has not come yet.
+        var awaitingPong = false
+        /// The next heartbeat step: the next ping, or the deadline of the pong.
+        var heartbeatTimer: Scheduled<Void>?
+        var connectTimer: Scheduled<Void>?
+        var closeHandlers: [@Sendable () -> Void] = []
         var claimed = false
     }
 
     private let state: Mutex<State>
 
-    init(id: String, query: [String: String], headers: [String: String], webSocket: AsyncStream<EnginePacket>.Continuation?) {
+    init(
+        id: String, query: [String: String], headers: [String: String],
+        webSocket: AsyncStream<EnginePacket>.Continuation?
+    ) {
         self.id = id
         self.query = query
         self.headers = headers
@@ -81,7 +83,24 @@ package final class EngineSession: Sendable {
 
     /// Marks the session as taken over by the layer above (Socket.IO: a namespace was joined), which stops the
     /// connect timeout.
-    package func claim() { state.withLock { $0.claimed = true } }
+    package func claim() {
+        let timer = state.withLock { state in
+            state.claimed = true
+            defer { state.connectTimer = nil }
+            return state.connectTimer
+        }
+        timer?.cancel()
+    }
+
+    /// Runs `handler` once when the session closes (at once if it already has).
+    package func onClose(_ handler: @escaping @Sendable () -> Void) {
+        let closed = state.withLock { state -> Bool in
+            guard state.closeReason == nil else { return true }
+            state.closeHandlers.append(handler)
+            return false
+        }
+        if closed { handler() }
+    }
 
     var isClaimed: Bool { state.withLock { $0.claimed } }
 
@@ -142,7 +161,9 @@ package final class EngineSession: Sendable {
     /// A WebSocket began probing (`2probe`): a waiting poll is answered with a noop so the client can switch.
     func beginUpgrade() -> Bool {
         let waiter = state.withLock { state -> CheckedContinuation<PollResult, Never>?? in
-            guard state.closeReason == nil, state.upgrade == .none, case .polling = state.transport else { return .none }
+            guard state.closeReason == nil, state.upgrade == .none, case .polling = state.transport else {
+                return .none
+            }
             state.upgrade = .probing
             defer { state.pollWaiter = nil }
             return .some(state.pollWaiter)
@@ -173,23 +194,30 @@ package final class EngineSession: Sendable {
     /// Ends the session. A waiting poll is answered with `pollAnswer` (close or noop); the WebSocket writer
     /// finishes after what is queued.
     package func close(_ reason: EngineCloseReason, pollAnswer: EnginePacket = EnginePacket(.close)) {
-        let (waiters, poll, pong) = state.withLock {
-            state -> ([CheckedContinuation<Void, Never>], CheckedContinuation<PollResult, Never>?, CheckedContinuation<Bool, Never>?) in
-            guard state.closeReason == nil else { return ([], nil, nil) }
+        let (waiters, poll, timers, handlers) = state.withLock {
+            state -> (
+                [CheckedContinuation<Void, Never>], CheckedContinuation<PollResult, Never>?, [Scheduled<Void>],
+                [@Sendable () -> Void]
+            ) in
+            guard state.closeReason == nil else { return ([], nil, [], []) }
             state.closeReason = reason
             if case .webSocket(let writer) = state.transport { writer.finish() }
-            var pongWaiter: CheckedContinuation<Bool, Never>?
-            if case .awaiting(let waiter) = state.pong { pongWaiter = waiter }
             defer {
                 state.closeWaiters.removeAll()
+                state.closeHandlers.removeAll()
                 state.pollWaiter = nil
-                state.pong = .idle
+                state.heartbeatTimer = nil
+                state.connectTimer = nil
                 state.queue.removeAll()
             }
-            return (state.closeWaiters, state.pollWaiter, pongWaiter)
+            return (
+                state.closeWaiters, state.pollWaiter, [state.heartbeatTimer, state.connectTimer].compactMap { $0 },
+                state.closeHandlers
+            )
         }
+        for timer in timers { timer.cancel() }
         poll?.resume(returning: .packets([pollAnswer]))
-        pong?.resume(returning: false)
+        for handler in handlers { handler() }
         for waiter in waiters { waiter.resume() }
     }
 
@@ -208,55 +236,79 @@ package final class EngineSession: Sendable {
         }
     }
 
-    /// Sends a ping and waits for the pong until `deadline`. False if none came (or the session closed).
-    func ping(deadline: ContinuousClock.Instant) async -> Bool {
-        let open = state.withLock { state -> Bool in
-            guard state.closeReason == nil else { return false }
-            state.pong = .awaiting(nil)
-            return true
+    // MARK: Heartbeat
+    //
+    // Driven by event-loop timers rather than a task per session: a ping every `interval`, counted from the last
+    // pong; no pong within `timeout` closes the session.
+
+    /// Starts the heartbeat (and the connect timeout, if any) on `eventLoop`.
+    func startHeartbeat(on eventLoop: any EventLoop, interval: Duration, timeout: Duration, connectTimeout: Duration?) {
+        let connectTimer = connectTimeout.map { limit in
+            eventLoop.scheduleTask(in: TimeAmount(limit)) { [weak self] in
+                guard let self, !self.isClaimed else { return }
+                self.close(.connectTimeout)
+            }
         }
-        guard open else { return false }
-        send([EnginePacket(.ping)])
-        let answered = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await withCheckedContinuation { continuation in
-                    let answer = self.state.withLock { state -> Bool? in
-                        switch state.pong {
-                        case .received: return true
-                        case .awaiting(nil) where state.closeReason == nil:
-                            state.pong = .awaiting(continuation)
-                            return nil
-                        default: return false
-                        }
-                    }
-                    if let answer { continuation.resume(returning: answer) }
-                }
-            }
-            group.addTask {
-                try? await Task.sleep(until: deadline)
-                return false
-            }
-            let answered = await group.next() ?? false
-            // Release a waiter still registered so its child ends, then stop the timer.
-            let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-                defer { state.pong = .idle }
-                if case .awaiting(let waiter) = state.pong { return waiter }
-                return nil
-            }
-            waiter?.resume(returning: false)
-            group.cancelAll()
-            return answered
+        let pingTimer = schedulePing(on: eventLoop, interval: interval, timeout: timeout)
+        let closed = state.withLock { state -> Bool in
+            guard state.closeReason == nil else { return true }
+            state.connectTimer = connectTimer
+            state.heartbeatTimer = pingTimer
+            return false
         }
-        return answered
+        if closed {
+            connectTimer?.cancel()
+            pingTimer.cancel()
+        }
     }
 
-    /// The peer answered a ping.
-    func receivedPong() {
-        let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-            guard case .awaiting(let waiter) = state.pong else { return nil }
-            state.pong = .received
-            return waiter
+    private func schedulePing(on eventLoop: any EventLoop, interval: Duration, timeout: Duration) -> Scheduled<Void> {
+        eventLoop.scheduleTask(in: TimeAmount(interval)) { [weak self] in
+            self?.sendPing(on: eventLoop, interval: interval, timeout: timeout)
         }
-        waiter?.resume(returning: true)
+    }
+
+    private func sendPing(on eventLoop: any EventLoop, interval: Duration, timeout: Duration) {
+        let deadline = eventLoop.scheduleTask(in: TimeAmount(timeout)) { [weak self] in
+            guard let self else { return }
+            if self.state.withLock({ $0.awaitingPong }) { self.close(.pingTimeout) }
+        }
+        let open = state.withLock { state -> Bool in
+            guard state.closeReason == nil else { return false }
+            state.awaitingPong = true
+            state.heartbeatTimer = deadline
+            return true
+        }
+        guard open else {
+            deadline.cancel()
+            return
+        }
+        send([EnginePacket(.ping)])
+        pongContext.withLock { $0 = (eventLoop, interval, timeout) }
+    }
+
+    private let pongContext = Mutex<(eventLoop: any EventLoop, interval: Duration, timeout: Duration)?>(nil)
+
+    /// The peer answered a ping: the next one goes out `interval` from now.
+    func receivedPong() {
+        guard let (eventLoop, interval, timeout) = pongContext.withLock({ $0 }) else { return }
+        let next = schedulePing(on: eventLoop, interval: interval, timeout: timeout)
+        let previous = state.withLock { state -> Scheduled<Void>?? in
+            guard state.closeReason == nil, state.awaitingPong else { return .none }
+            state.awaitingPong = false
+            defer { state.heartbeatTimer = next }
+            return .some(state.heartbeatTimer)
+        }
+        switch previous {
+        case .none: next.cancel()
+        case .some(let timer): timer?.cancel()
+        }
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }

@@ -13,7 +13,9 @@ package enum JSONValue: Sendable, Equatable, CustomStringConvertible {
     case object(JSONObject)
 
     package init(_ value: Int) { self = .number(String(value)) }
-    package init(_ value: Double) { self = .number(value.rounded() == value && abs(value) < 1e15 ? String(Int64(value)) : String(value)) }
+    package init(_ value: Double) {
+        self = .number(value.rounded() == value && abs(value) < 1e15 ? String(Int64(value)) : String(value))
+    }
 
     /// Compact JSON: no spaces, `/` not escaped, non-ASCII as UTF-8.
     package var serialized: String {
@@ -155,7 +157,9 @@ private struct JSONParser {
     func fail(_ reason: String) -> JSONParseError { JSONParseError(offset: index, reason: reason) }
 
     mutating func skipWhitespace() {
-        while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 {
+        while index < bytes.count,
+            bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09
+        {
             index += 1
         }
     }
@@ -262,7 +266,9 @@ private struct JSONParser {
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                index += 1
+            }
             guard digits() > 0 else { throw fail("bad exponent") }
         }
         return .number(String(decoding: bytes[start..<index], as: UTF8.self))
@@ -316,7 +322,9 @@ private struct JSONParser {
                 case UInt8(ascii: "u"):
                     let unit = try hex4()
                     if (0xD800...0xDBFF).contains(unit) {
-                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                            bytes[index + 1] == UInt8(ascii: "u")
+                        else {
                             throw fail("lone surrogate")
                         }
                         index += 2

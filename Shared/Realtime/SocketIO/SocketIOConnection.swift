@@ -22,6 +22,8 @@ final class SocketIOConnection: Sendable {
         self.session = session
         self.server = server
         (workQueue, work) = AsyncStream.makeStream(of: SocketIOPacketWithAttachments.self)
+        let work = self.work
+        session.onClose { work.finish() }
     }
 
     /// Sends packets to the client, counting them.
@@ -40,7 +42,9 @@ final class SocketIOConnection: Sendable {
         RealtimeMetrics.packetsIn.increment()
         switch message {
         case .text(let text):
-            guard state.withLock({ $0.partial == nil }) else { throw EngineProtocolError("text while attachments are expected") }
+            guard state.withLock({ $0.partial == nil }) else {
+                throw EngineProtocolError("text while attachments are expected")
+            }
             let packet = try SocketIOPacket.decode(text)
             if packet.attachmentCount > 0 {
                 state.withLock { $0.partial = (packet, []) }
@@ -115,7 +119,9 @@ final class SocketIOConnection: Sendable {
     }
 
     /// The Engine.IO packets of an event: the Socket.IO packet, then its binary attachments.
-    static func eventPackets(namespace: String, event: String, arguments: SocketIOArguments, ackId: Int?) -> [EnginePacket] {
+    static func eventPackets(namespace: String, event: String, arguments: SocketIOArguments, ackId: Int?)
+        -> [EnginePacket]
+    {
         let binary = !arguments.attachments.isEmpty
         let packet = SocketIOPacket(
             type: binary ? .binaryEvent : .event, namespace: namespace, ackId: ackId,

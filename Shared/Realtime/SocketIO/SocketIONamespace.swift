@@ -50,7 +50,8 @@ package final class SocketIONamespace: Sendable {
     package func requireToken(_ verifier: AccessTokenVerifier, roles: Set<Role>? = nil) {
         authorize { handshake in
             guard let token = handshake.bearerToken else {
-                throw SocketIOConnectRefusal("missing token: connect with auth {\"token\": \"<JWT>\"}", code: .unauthorized)
+                throw SocketIOConnectRefusal(
+                    "missing token: connect with auth {\"token\": \"<JWT>\"}", code: .unauthorized)
             }
             let identity: Identity
             do {
@@ -60,7 +61,8 @@ package final class SocketIONamespace: Sendable {
             }
             if let roles, !roles.contains(identity.role) {
                 throw SocketIOConnectRefusal(
-                    "this namespace is for \(roles.map(\.rawValue).sorted().joined(separator: " and "))", code: .forbidden
+                    "this namespace is for \(roles.map(\.rawValue).sorted().joined(separator: " and "))",
+                    code: .forbidden
                 )
             }
             return identity
@@ -96,7 +98,9 @@ package final class SocketIONamespace: Sendable {
             } catch let error as APIError {
                 reply = SocketIOError.body(code: error.code, message: error.message)
             } catch {
-                logger.error("\(event) handler failed", metadata: ["error": "\(String(reflecting: error))", "socket.id": "\(socket.id)"])
+                logger.error(
+                    "\(event) handler failed",
+                    metadata: ["error": "\(String(reflecting: error))", "socket.id": "\(socket.id)"])
                 reply = SocketIOError.body(code: .internalError, message: "internal error")
             }
             ack?.send(SocketIOArguments([reply]))
@@ -127,7 +131,10 @@ package final class SocketIONamespace: Sendable {
 
     /// Emits to every socket in any of `rooms`, on this instance and (through the adapter) on the others.
     /// - Parameter localOnly: deliver only on this instance (when every instance gets the source event anyway).
-    package func emit(_ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: Set<String> = [], localOnly: Bool = false) async {
+    package func emit(
+        _ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: Set<String> = [],
+        localOnly: Bool = false
+    ) async {
         let packets = SocketIOConnection.eventPackets(namespace: name, event: event, arguments: arguments, ackId: nil)
         deliver(packets, toRooms: rooms, except: except)
         if !localOnly {
@@ -145,7 +152,8 @@ package final class SocketIONamespace: Sendable {
     }
 
     /// Emits to every socket of `userId` (on every instance).
-    package func emit(_ event: String, _ payload: some Encodable, toUser userId: String, localOnly: Bool = false) async {
+    package func emit(_ event: String, _ payload: some Encodable, toUser userId: String, localOnly: Bool = false) async
+    {
         await emit(event, payload, toRoom: Self.userRoom(userId), localOnly: localOnly)
     }
 

@@ -18,7 +18,10 @@ package struct SocketIOPacket: Sendable, Equatable {
     /// For binary packets: how many binary attachments follow.
     package var attachmentCount: Int
 
-    package init(type: SocketIOPacketType, namespace: String = "/", ackId: Int? = nil, data: JSONValue? = nil, attachmentCount: Int = 0) {
+    package init(
+        type: SocketIOPacketType, namespace: String = "/", ackId: Int? = nil, data: JSONValue? = nil,
+        attachmentCount: Int = 0
+    ) {
         self.type = type
         self.namespace = namespace
         self.ackId = ackId
@@ -44,7 +47,9 @@ package struct SocketIOPacket: Sendable, Equatable {
     package static func decode(_ text: String) throws(EngineProtocolError) -> SocketIOPacket {
         let bytes = Array(text.utf8)
         var index = 0
-        guard let first = bytes.first, first >= 0x30, first <= 0x36, let type = SocketIOPacketType(rawValue: first - 0x30) else {
+        guard let first = bytes.first, first >= 0x30, first <= 0x36,
+            let type = SocketIOPacketType(rawValue: first - 0x30)
+        else {
             throw EngineProtocolError("unknown Socket.IO packet type")
         }
         index = 1
@@ -83,7 +88,8 @@ package struct SocketIOPacket: Sendable, Equatable {
                 throw EngineProtocolError("bad packet payload: \(error)")
             }
         }
-        let packet = SocketIOPacket(type: type, namespace: namespace, ackId: ackId, data: data, attachmentCount: attachments)
+        let packet = SocketIOPacket(
+            type: type, namespace: namespace, ackId: ackId, data: data, attachmentCount: attachments)
         try packet.validate()
         return packet
     }

@@ -32,13 +32,19 @@ package final class SocketIOServer: EngineHandler, Sendable {
     }
 
     /// Every namespace's sockets on this instance.
-    package var connectedSocketCount: Int { namespaces.withLock { Array($0.values) }.reduce(0) { $0 + $1.sockets.count } }
+    package var connectedSocketCount: Int {
+        namespaces.withLock { Array($0.values) }.reduce(0) { $0 + $1.sockets.count }
+    }
 
     // MARK: EngineHandler
 
-    package func serve(_ session: EngineSession) async {
+    package func opened(_ session: EngineSession) {
         let connection = SocketIOConnection(session: session, server: self)
         connections.withLock { $0[session.id] = connection }
+    }
+
+    package func serve(_ session: EngineSession) async {
+        guard let connection = connections.withLock({ $0[session.id] }) else { return }
         await connection.serve()
     }
 
@@ -64,7 +70,9 @@ package final class SocketIOServer: EngineHandler, Sendable {
 
     // MARK: Packets, in order per connection
 
-    func handle(_ item: SocketIOPacketWithAttachments, on connection: SocketIOConnection) async throws(EngineProtocolError) {
+    func handle(_ item: SocketIOPacketWithAttachments, on connection: SocketIOConnection)
+        async throws(EngineProtocolError)
+    {
         if let (socket, reason) = item.detach {
             await socket.namespace.disconnected(socket, reason: reason)
             return
@@ -90,11 +98,13 @@ package final class SocketIOServer: EngineHandler, Sendable {
             let ack = packet.ackId.map { SocketIOAck(socket: socket, id: $0) }
             guard socket.admitEvent() else {
                 RealtimeMetrics.rateLimited.increment()
-                ack?.send(SocketIOArguments([SocketIOError.body(code: .rateLimited, message: "too many events; slow down")]))
+                ack?.send(
+                    SocketIOArguments([SocketIOError.body(code: .rateLimited, message: "too many events; slow down")]))
                 return
             }
             guard let handler = socket.namespace.handler(for: event) else {
-                logger.debug("no handler", metadata: ["socketio.event": "\(event)", "socketio.namespace": "\(packet.namespace)"])
+                logger.debug(
+                    "no handler", metadata: ["socketio.event": "\(event)", "socketio.namespace": "\(packet.namespace)"])
                 return
             }
             await handler(socket, SocketIOArguments(Array(values.dropFirst()), attachments: item.attachments), ack)
@@ -103,13 +113,17 @@ package final class SocketIOServer: EngineHandler, Sendable {
         }
     }
 
-    private func connect(_ packet: SocketIOPacket, on connection: SocketIOConnection) async throws(EngineProtocolError) {
+    private func connect(_ packet: SocketIOPacket, on connection: SocketIOConnection) async throws(EngineProtocolError)
+    {
         guard let namespace = namespaces.withLock({ $0[packet.namespace] }) else {
             refuse(packet.namespace, SocketIOConnectRefusal("Invalid namespace"), on: connection)
             return
         }
-        guard connection.socket(in: namespace.name) == nil else { throw EngineProtocolError("CONNECT twice to one namespace") }
-        let handshake = SocketIOHandshake(auth: packet.data, query: connection.session.query, headers: connection.session.headers)
+        guard connection.socket(in: namespace.name) == nil else {
+            throw EngineProtocolError("CONNECT twice to one namespace")
+        }
+        let handshake = SocketIOHandshake(
+            auth: packet.data, query: connection.session.query, headers: connection.session.headers)
         var identity: Identity?
         if let authorizer = namespace.authorizer {
             do {
@@ -118,7 +132,9 @@ package final class SocketIOServer: EngineHandler, Sendable {
                 refuse(namespace.name, refusal, on: connection)
                 return
             } catch {
-                logger.error("authorization hook failed", metadata: ["error": "\(error)", "socketio.namespace": "\(namespace.name)"])
+                logger.error(
+                    "authorization hook failed",
+                    metadata: ["error": "\(error)", "socketio.namespace": "\(namespace.name)"])
                 refuse(namespace.name, SocketIOConnectRefusal("internal error", code: .internalError), on: connection)
                 return
             }
@@ -129,7 +145,8 @@ package final class SocketIOServer: EngineHandler, Sendable {
         )
         guard connection.attach(socket) else { throw EngineProtocolError("CONNECT twice to one namespace") }
         connection.session.claim()
-        let answer = SocketIOPacket(type: .connect, namespace: namespace.name, data: .object(JSONObject([("sid", .string(socket.id))])))
+        let answer = SocketIOPacket(
+            type: .connect, namespace: namespace.name, data: .object(JSONObject([("sid", .string(socket.id))])))
         connection.send([EnginePacket(.message, answer.encoded)])
         await namespace.connected(socket)
     }
@@ -156,7 +173,8 @@ package final class SocketIOServer: EngineHandler, Sendable {
             }
         }
         let broadcast = RealtimeBroadcast(
-            origin: instanceId, namespace: namespace, rooms: rooms, except: Array(except), packet: text, attachments: attachments
+            origin: instanceId, namespace: namespace, rooms: rooms, except: Array(except), packet: text,
+            attachments: attachments
         )
         do {
             try await adapter.publish(broadcast)
@@ -167,7 +185,9 @@ package final class SocketIOServer: EngineHandler, Sendable {
 
     /// A broadcast from another instance: deliver it to the local sockets.
     package func deliver(_ broadcast: RealtimeBroadcast) {
-        guard broadcast.origin != instanceId, let namespace = namespaces.withLock({ $0[broadcast.namespace] }) else { return }
+        guard broadcast.origin != instanceId, let namespace = namespaces.withLock({ $0[broadcast.namespace] }) else {
+            return
+        }
         let packets =
             [EnginePacket(.message, broadcast.packet)]
             + broadcast.attachments.compactMap { Data(base64Encoded: $0).map { EnginePacket.binary(Array($0)) } }

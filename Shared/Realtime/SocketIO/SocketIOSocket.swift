@@ -25,7 +25,10 @@ package final class SocketIOSocket: Sendable {
 
     private let state: Mutex<State>
 
-    init(id: String, namespace: SocketIONamespace, identity: Identity?, handshake: SocketIOHandshake, connection: SocketIOConnection) {
+    init(
+        id: String, namespace: SocketIONamespace, identity: Identity?, handshake: SocketIOHandshake,
+        connection: SocketIOConnection
+    ) {
         self.id = id
         self.namespace = namespace
         self.identity = identity
@@ -59,7 +62,8 @@ package final class SocketIOSocket: Sendable {
 
     /// Emits `event` with `arguments` to this socket.
     package func emit(_ event: String, _ arguments: SocketIOArguments = SocketIOArguments()) {
-        let packets = SocketIOConnection.eventPackets(namespace: namespace.name, event: event, arguments: arguments, ackId: nil)
+        let packets = SocketIOConnection.eventPackets(
+            namespace: namespace.name, event: event, arguments: arguments, ackId: nil)
         connection.send(packets)
     }
 
@@ -74,7 +78,9 @@ package final class SocketIOSocket: Sendable {
 
     /// Emits `event` and waits for the client's acknowledgement.
     /// - Throws: ``SocketIOAckTimeout`` after `timeout`, or `CancellationError`.
-    package func emitWithAck(_ event: String, _ arguments: SocketIOArguments, timeout: Duration) async throws -> SocketIOArguments {
+    package func emitWithAck(_ event: String, _ arguments: SocketIOArguments, timeout: Duration) async throws
+        -> SocketIOArguments
+    {
         let id = state.withLock { state in
             defer { state.nextAckId += 1 }
             return state.nextAckId
@@ -92,7 +98,8 @@ package final class SocketIOSocket: Sendable {
                         return
                     }
                     self.connection.send(
-                        SocketIOConnection.eventPackets(namespace: self.namespace.name, event: event, arguments: arguments, ackId: id)
+                        SocketIOConnection.eventPackets(
+                            namespace: self.namespace.name, event: event, arguments: arguments, ackId: id)
                     )
                 }
             }
@@ -127,7 +134,8 @@ package final class SocketIOSocket: Sendable {
             type: binary ? .binaryAck : .ack, namespace: namespace.name, ackId: id, data: .array(arguments.values),
             attachmentCount: arguments.attachments.count
         )
-        connection.send([EnginePacket(.message, packet.encoded)] + arguments.attachments.map { EnginePacket.binary($0) })
+        connection.send(
+            [EnginePacket(.message, packet.encoded)] + arguments.attachments.map { EnginePacket.binary($0) })
     }
 
     /// The client acknowledged one of our emits.
@@ -153,7 +161,8 @@ package final class SocketIOSocket: Sendable {
 
     /// Marks the socket gone and returns the rooms it was in; pending acks fail.
     func markDisconnected() -> Set<String> {
-        let (rooms, waiters) = state.withLock { state -> (Set<String>, [CheckedContinuation<SocketIOArguments, any Error>]) in
+        let (rooms, waiters) = state.withLock {
+            state -> (Set<String>, [CheckedContinuation<SocketIOArguments, any Error>]) in
             guard state.connected else { return ([], []) }
             state.connected = false
             defer {

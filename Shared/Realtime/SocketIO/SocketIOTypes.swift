@@ -74,7 +74,10 @@ package struct SocketIOAck: Sendable {
 /// The error answer of an acknowledged event: `{"error":{"code":"...","message":"..."}}`.
 package enum SocketIOError {
     package static func body(code: ErrorCode, message: String) -> JSONValue {
-        .object(JSONObject([("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])))]))
+        .object(
+            JSONObject([
+                ("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])))
+            ]))
     }
 }
 

@@ -34,7 +34,8 @@ package struct AccessTokenVerifier: Sendable {
             do {
                 try await keys.add(jwksJSON: json)
             } catch {
-                throw ConfigurationError(variable: "JWT_JWKS_FILE", problem: "\(path) is not a JSON Web Key Set: \(error)")
+                throw ConfigurationError(
+                    variable: "JWT_JWKS_FILE", problem: "\(path) is not a JSON Web Key Set: \(error)")
             }
         case .jwksURL(let url):
             try await refreshKeySet(keys, from: url, httpClient: httpClient)
@@ -66,7 +67,8 @@ package struct AccessTokenVerifier: Sendable {
         do {
             claims = try await keys.verify(token, as: AccessTokenClaims.self)
         } catch let error as TokenExpired {
-            throw APIError(.unauthorized, code: .tokenExpired, message: "the token expired at \(ISO8601.format(error.expiredAt))")
+            throw APIError(
+                .unauthorized, code: .tokenExpired, message: "the token expired at \(ISO8601.format(error.expiredAt))")
         } catch {
             throw APIError(.unauthorized, code: .invalidToken, message: "the token is not valid: \(Self.reason(error))")
         }
@@ -84,7 +86,8 @@ package struct AccessTokenVerifier: Sendable {
         guard let role = candidates.lazy.compactMap({ Role(rawValue: $0.lowercased()) }).first else {
             throw APIError(
                 .unauthorized, code: .invalidToken,
-                message: "the token names no known role (role or cognito:groups: customer, rider, vendor, admin, technician)"
+                message:
+                    "the token names no known role (role or cognito:groups: customer, rider, vendor, admin, technician)"
             )
         }
         return Identity(userId: subject, role: role, name: claims.name)

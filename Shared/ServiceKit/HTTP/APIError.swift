@@ -31,7 +31,9 @@ package struct APIError: Error, HTTPResponseError, CustomStringConvertible, Send
     }
 
     /// The JSON body of this error.
-    package var body: Body { Body(error: .init(code: code, message: message, details: details.isEmpty ? nil : details)) }
+    package var body: Body {
+        Body(error: .init(code: code, message: message, details: details.isEmpty ? nil : details))
+    }
 
     package struct Body: Codable, Sendable, Equatable {
         package struct Detail: Codable, Sendable, Equatable {

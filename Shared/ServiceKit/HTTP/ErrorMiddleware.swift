@@ -23,7 +23,8 @@ package struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 .response(from: request, context: context)
         } catch {
             context.logger.error(
-                "request failed", metadata: ["error": "\(String(reflecting: error))", "http.path": "\(request.uri.path)"]
+                "request failed",
+                metadata: ["error": "\(String(reflecting: error))", "http.path": "\(request.uri.path)"]
             )
             return try APIError(
                 .internalServerError, code: .internalError, message: "internal error (request \(context.id))"
@@ -48,7 +49,8 @@ package struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             default: .internalError
             }
         let defaultMessage =
-            status.code == 404 ? "no such resource" : status.code == 413 ? "the request body is too large" : status.reasonPhrase
+            status.code == 404
+            ? "no such resource" : status.code == 413 ? "the request body is too large" : status.reasonPhrase
         return APIError(status, code: code, message: message ?? defaultMessage, headers: headers)
     }
 }

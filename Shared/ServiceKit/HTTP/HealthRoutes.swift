@@ -22,7 +22,8 @@ package enum HealthRoutes {
     }
 
     package static func add(
-        to router: Router<some RequestContext>, service: String, checks: [ReadinessCheck], timeout: Duration = .seconds(2)
+        to router: Router<some RequestContext>, service: String, checks: [ReadinessCheck],
+        timeout: Duration = .seconds(2)
     ) {
         router.get("/health") { _, _ in
             APIError.response(status: .ok, body: ["status": "ok", "service": service])

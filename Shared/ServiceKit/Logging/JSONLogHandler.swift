@@ -1,10 +1,11 @@
 import Contracts
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import Logging
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Writes one JSON object per line to standard output: `ts`, `level`, `service`, `logger`, `message`, then
 /// the metadata (dot-namespaced keys such as `order.id`, `hb.request.id`).
@@ -49,7 +50,8 @@ package struct JSONLogHandler: LogHandler {
         case .stringConvertible(let value): quoted(value.description)
         case .array(let values): "[" + values.map(json).joined(separator: ",") + "]"
         case .dictionary(let values):
-            "{" + values.sorted(by: { $0.key < $1.key }).map { "\(quoted($0.key)):\(json($0.value))" }
+            "{"
+                + values.sorted(by: { $0.key < $1.key }).map { "\(quoted($0.key)):\(json($0.value))" }
                 .joined(separator: ",") + "}"
         }
     }

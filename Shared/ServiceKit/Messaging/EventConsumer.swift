@@ -53,7 +53,8 @@ package final class EventConsumer: Service, Sendable {
             configuration: configuration, topics: topics.map(\.rawValue), logger: logger
         )
         logger.info(
-            "consuming", metadata: ["kafka.topics": "\(topics.map(\.rawValue))", "kafka.group": "\(configuration.groupId)"]
+            "consuming",
+            metadata: ["kafka.topics": "\(topics.map(\.rawValue))", "kafka.group": "\(configuration.groupId)"]
         )
         do {
             try await cancelWhenGracefulShutdown {
@@ -62,7 +63,8 @@ package final class EventConsumer: Service, Sendable {
                     do {
                         try await consumer.commit(message)
                     } catch {
-                        self.logger.warning("offset commit failed; the message may be delivered again", metadata: ["error": "\(error)"])
+                        self.logger.warning(
+                            "offset commit failed; the message may be delivered again", metadata: ["error": "\(error)"])
                     }
                 }
             }

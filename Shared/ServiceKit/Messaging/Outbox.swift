@@ -34,6 +34,7 @@ package struct Outbox: Sendable {
         _ payload: Payload, aggregateId: String, key: String? = nil, on connection: PostgresConnection,
         logger: Logger
     ) async throws {
-        try await enqueue(EventEnvelope(aggregateId: aggregateId, payload: payload), key: key, on: connection, logger: logger)
+        try await enqueue(
+            EventEnvelope(aggregateId: aggregateId, payload: payload), key: key, on: connection, logger: logger)
     }
 }

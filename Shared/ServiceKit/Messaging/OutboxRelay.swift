@@ -136,7 +136,9 @@ package final class OutboxRelay: Service, Sendable {
                     WHERE published_at IS NULL ORDER BY id LIMIT \(settings.batchSize)
                     """, logger: logger
                 )
-                for try await (id, topic, key, payload, createdAt) in result.decode((Int64, String, String, String, Date).self) {
+                for try await (id, topic, key, payload, createdAt) in result.decode(
+                    (Int64, String, String, String, Date).self)
+                {
                     rows.append(PendingRow(id: id, topic: topic, key: key, payload: payload, createdAt: createdAt))
                 }
                 return rows
@@ -172,7 +174,8 @@ package final class OutboxRelay: Service, Sendable {
                 }
                 for (id, error) in failed {
                     try await connection.query(
-                        "UPDATE outbox SET attempts = attempts + 1, last_error = \(error) WHERE id = \(id)", logger: logger
+                        "UPDATE outbox SET attempts = attempts + 1, last_error = \(error) WHERE id = \(id)",
+                        logger: logger
                     )
                 }
             }

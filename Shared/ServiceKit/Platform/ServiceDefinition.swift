@@ -46,7 +46,8 @@ extension MigrationSet {
     /// The `Migrations` resource folder of a service's bundle.
     package init(component: String, bundle: Bundle) throws {
         guard let directory = bundle.url(forResource: "Migrations", withExtension: nil) else {
-            throw MigrationError(component: component, version: nil, message: "no Migrations folder in \(bundle.bundlePath)")
+            throw MigrationError(
+                component: component, version: nil, message: "no Migrations folder in \(bundle.bundlePath)")
         }
         try self.init(component: component, directory: directory)
     }

@@ -43,7 +43,8 @@ package struct ServicePlatform: Sendable {
                 "\(KafkaLibrary.description) cannot talk to the local Tansu broker; put librdkafka 2.1 or newer first on LD_LIBRARY_PATH (make run does)"
             )
         }
-        try await migrate(configuration: configuration, sets: [try MigrationSet.platform(), migrations], logger: logger)
+        try await migrate(
+            configuration: configuration, sets: [try MigrationSet.platform(), migrations], logger: logger)
         await createTopics(configuration: configuration, logger: logger)
 
         var producerConfiguration = KafkaProducerConfiguration(
@@ -62,7 +63,8 @@ package struct ServicePlatform: Sendable {
         )
         platform.services = [
             client, producer,
-            OutboxRelay(database: database, producer: producer, outbox: outbox, settings: configuration.outbox, logger: logger),
+            OutboxRelay(
+                database: database, producer: producer, outbox: outbox, settings: configuration.outbox, logger: logger),
         ]
         platform.readinessChecks = [
             ReadinessCheck(name: "postgres") { try await client.query("SELECT 1", logger: logger) },
@@ -123,13 +125,16 @@ package struct ServicePlatform: Sendable {
         )
     }
 
-    private static func migrate(configuration: ServiceConfiguration, sets: [MigrationSet], logger: Logger) async throws {
+    private static func migrate(configuration: ServiceConfiguration, sets: [MigrationSet], logger: Logger) async throws
+    {
         let client = Database.makeClient(configuration.database, logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
             try await Database.waitForServer(
-                client, description: "Postgres at \(configuration.database.host):\(configuration.database.port)/\(configuration.database.database)",
+                client,
+                description:
+                    "Postgres at \(configuration.database.host):\(configuration.database.port)/\(configuration.database.database)",
                 timeout: .seconds(30), logger: logger
             )
             try await Migrator.apply(sets, schema: configuration.database.schema, client: client, logger: logger)

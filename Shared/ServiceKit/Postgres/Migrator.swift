@@ -8,7 +8,10 @@ package struct Migration: Sendable, Equatable {
     package var name: String
     package var sql: String
     /// FNV-1a of the SQL: an applied migration whose file changed afterwards is refused at start-up.
-    package var checksum: String { String(format: "%016llx", sql.utf8.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }) }
+    package var checksum: String {
+        String(
+            format: "%016llx", sql.utf8.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 })
+    }
 
     package init(version: Int, name: String, sql: String) {
         self.version = version
@@ -36,9 +39,11 @@ package struct MigrationSet: Sendable {
             let base = file.deletingPathExtension().lastPathComponent
             let parts = base.split(separator: "_", maxSplits: 1)
             guard parts.count == 2, let version = Int(parts[0]) else {
-                throw MigrationError(component: component, version: nil, message: "\(file.lastPathComponent) is not named NNNN_name.sql")
+                throw MigrationError(
+                    component: component, version: nil, message: "\(file.lastPathComponent) is not named NNNN_name.sql")
             }
-            migrations.append(Migration(version: version, name: String(parts[1]), sql: try String(contentsOf: file, encoding: .utf8)))
+            migrations.append(
+                Migration(version: version, name: String(parts[1]), sql: try String(contentsOf: file, encoding: .utf8)))
         }
         let versions = migrations.map(\.version)
         guard Set(versions).count == versions.count else {
@@ -66,7 +71,9 @@ package struct MigrationError: Error, CustomStringConvertible {
 /// Applies migrations into a schema: each pending one once, in its own transaction, under an advisory lock so
 /// instances starting together do not race.
 package enum Migrator {
-    package static func apply(_ sets: [MigrationSet], schema: String, client: PostgresClient, logger: Logger) async throws {
+    package static func apply(_ sets: [MigrationSet], schema: String, client: PostgresClient, logger: Logger)
+        async throws
+    {
         for set in sets {
             for migration in set.migrations {
                 try await apply(migration, of: set.component, schema: schema, client: client, logger: logger)
@@ -77,13 +84,17 @@ package enum Migrator {
     private static func apply(
         _ migration: Migration, of component: String, schema: String, client: PostgresClient, logger: Logger
     ) async throws {
-        let error = { (message: String) in MigrationError(component: component, version: migration.version, message: message) }
+        let error = { (message: String) in
+            MigrationError(component: component, version: migration.version, message: message)
+        }
         do {
             try await client.withTransaction(logger: logger) { connection in
                 let lockName = "\(schema).migrations"
                 try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockName)))", logger: logger)
-                try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)
-                try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL search_path TO \"\(schema)\""), logger: logger)
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "SET LOCAL search_path TO \"\(schema)\""), logger: logger)
                 try await connection.query(
                     """
                     CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -104,7 +115,9 @@ package enum Migrator {
                 for try await (checksum) in rows.decode(String.self) { applied = checksum }
                 if let applied {
                     guard applied == migration.checksum else {
-                        throw error("\(migration.version)_\(migration.name).sql changed after it was applied; add a new migration instead")
+                        throw error(
+                            "\(migration.version)_\(migration.name).sql changed after it was applied; add a new migration instead"
+                        )
                     }
                     return
                 }
@@ -124,7 +137,9 @@ package enum Migrator {
                 )
                 logger.info(
                     "applied migration",
-                    metadata: ["db.schema": "\(schema)", "migration": "\(component)/\(migration.version)_\(migration.name)"]
+                    metadata: [
+                        "db.schema": "\(schema)", "migration": "\(component)/\(migration.version)_\(migration.name)",
+                    ]
                 )
             }
         } catch let failure as PostgresTransactionError {

@@ -68,7 +68,9 @@ package enum SQLScript {
                     current.append(contentsOf: tag)
                     index += tag.count
                     while index < characters.count {
-                        if characters[index] == "$", Array(characters[index..<min(index + tag.count, characters.count)]) == tag {
+                        if characters[index] == "$",
+                            Array(characters[index..<min(index + tag.count, characters.count)]) == tag
+                        {
                             current.append(contentsOf: tag)
                             index += tag.count
                             break

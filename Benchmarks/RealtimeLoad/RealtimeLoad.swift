@@ -1,0 +1,232 @@
+import ArgumentParser
+import Foundation
+import HummingbirdWSClient
+import Logging
+import NIOCore
+import Synchronization
+
+/// A load generator that speaks the raw Socket.IO protocol over WebSocket to the conformance server: it holds
+/// many connections, measures the server's resident memory per connection, and the `message` -> `message-back`
+/// round trip at given rates.
+@main
+struct RealtimeLoad: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "realtime-load", abstract: "Socket.IO load generator (raw protocol over WebSocket)."
+    )
+
+    @Option(help: "The server's Socket.IO endpoint.")
+    var url = "ws://127.0.0.1:3000/socket.io/?EIO=4&transport=websocket"
+
+    @Option(help: "Concurrent connections to open and hold.")
+    var connections = 10_000
+
+    @Option(help: "Connections opened at once while ramping up.")
+    var connectBatch = 250
+
+    @Option(parsing: .upToNextOption, help: "Message rates to measure, messages per second, in order.")
+    var rates: [Int] = [10_000]
+
+    @Option(help: "Seconds per rate.")
+    var seconds = 20
+
+    @Option(help: "The server's process id, to read its resident memory.")
+    var serverPid: Int32?
+
+    @Option(help: "Stop stepping up rates once p99 exceeds this many milliseconds.")
+    var saturationMilliseconds = 100.0
+
+    func run() async throws {
+        let logger = {
+            var logger = Logger(label: "realtime-load")
+            logger.logLevel = .critical
+            return logger
+        }()
+        let recorder = LatencyRecorder()
+        let pool = ConnectionPool()
+        let start = ContinuousClock.now
+        let baselineRSS = serverPid.flatMap(residentKilobytes)
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var opened = 0
+            while opened < connections {
+                let batch = min(connectBatch, connections - opened)
+                let ready = AsyncStream<Bool>.makeStream()
+                let url = self.url
+                let continuation = ready.continuation
+                for _ in 0..<batch {
+                    group.addTask {
+                        await LoadConnection.run(
+                            url: url, logger: logger, recorder: recorder, pool: pool, ready: continuation)
+                    }
+                }
+                var established = 0
+                for await success in ready.stream {
+                    established += 1
+                    if !success { print("a connection failed") }
+                    if established == batch { break }
+                }
+                opened += batch
+            }
+            let connectSeconds = (ContinuousClock.now - start).seconds
+            try await Task.sleep(for: .seconds(2))
+            print("connections: \(pool.count) open (of \(connections)) in \(String(format: "%.1f", connectSeconds)) s")
+            if let pid = serverPid, let baselineRSS, let loadedRSS = residentKilobytes(pid) {
+                let perConnection = Double(loadedRSS - baselineRSS) * 1024 / Double(max(pool.count, 1))
+                print(
+                    "server resident memory: \(baselineRSS / 1024) MiB idle, \(loadedRSS / 1024) MiB loaded, \(String(format: "%.1f", perConnection / 1024)) KiB per connection"
+                )
+            }
+
+            for rate in rates {
+                recorder.reset()
+                let sent = try await pool.send(rate: rate, seconds: seconds)
+                try await Task.sleep(for: .seconds(1))
+                let summary = recorder.summary()
+                if pool.lostCount > 0 { print("connections closed by the server so far: \(pool.lostCount)") }
+                print(
+                    "rate \(rate)/s: sent \(sent), received \(summary.count) (\(String(format: "%.0f", Double(summary.count) / Double(seconds)))/s), "
+                        + "p50 \(summary.p50) ms, p95 \(summary.p95) ms, p99 \(summary.p99) ms, max \(summary.max) ms"
+                )
+                if summary.p99Milliseconds > saturationMilliseconds || summary.count < sent * 95 / 100 {
+                    print("saturated at \(rate)/s (p99 over \(saturationMilliseconds) ms or messages lost)")
+                    break
+                }
+            }
+            pool.closeAll()
+            group.cancelAll()
+        }
+    }
+}
+
+/// Resident memory of a process, in KiB, from /proc.
+func residentKilobytes(_ pid: Int32) -> Int? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+    }
+    return nil
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+/// Round-trip times in nanoseconds.
+final class LatencyRecorder: Sendable {
+    private let samples = Mutex<[Int64]>([])
+    static let origin = ContinuousClock.now
+
+    static func now() -> Int64 {
+        let elapsed = ContinuousClock.now - origin
+        return elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+    }
+
+    func record(sentAt: Int64) { samples.withLock { $0.append(Self.now() - sentAt) } }
+    func reset() { samples.withLock { $0.removeAll(keepingCapacity: true) } }
+
+    struct Summary {
+        var count: Int
+        var p50: String
+        var p95: String
+        var p99: String
+        var max: String
+        var p99Milliseconds: Double
+    }
+
+    func summary() -> Summary {
+        let sorted = samples.withLock { $0 }.sorted()
+        func at(_ fraction: Double) -> Double {
+            guard !sorted.isEmpty else { return .nan }
+            return Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]) / 1e6
+        }
+        func text(_ value: Double) -> String { String(format: "%.2f", value) }
+        return Summary(
+            count: sorted.count, p50: text(at(0.50)), p95: text(at(0.95)), p99: text(at(0.99)),
+            max: text(Double(sorted.last ?? 0) / 1e6), p99Milliseconds: at(0.99)
+        )
+    }
+}
+
+/// The open connections' outgoing queues; sends round-robin at a rate.
+final class ConnectionPool: Sendable {
+    private let outboxes = Mutex<[AsyncStream<String>.Continuation]>([])
+    private let lost = Atomic<Int>(0)
+
+    var count: Int { outboxes.withLock { $0.count } }
+
+    /// Connections the server closed after they were established.
+    var lostCount: Int { lost.load(ordering: .relaxed) }
+
+    func connectionLost() { lost.add(1, ordering: .relaxed) }
+
+    func add(_ outbox: AsyncStream<String>.Continuation) { outboxes.withLock { $0.append(outbox) } }
+
+    func closeAll() { outboxes.withLock { $0.forEach { $0.finish() } } }
+
+    /// Sends `rate` messages a second for `seconds`, spread in 10 ms ticks. Returns how many were sent.
+    func send(rate: Int, seconds: Int) async throws -> Int {
+        let targets = outboxes.withLock { $0 }
+        guard !targets.isEmpty else { return 0 }
+        let ticks = seconds * 100
+        var next = 0
+        var sent = 0
+        let clock = ContinuousClock()
+        var deadline = clock.now
+        for tick in 0..<ticks {
+            let due = rate * (tick + 1) / 100 - rate * tick / 100
+            for _ in 0..<due {
+                targets[next % targets.count].yield(#"42["message",{"s":\#(LatencyRecorder.now())}]"#)
+                next += 1
+                sent += 1
+            }
+            deadline = deadline.advanced(by: .milliseconds(10))
+            try await Task.sleep(until: deadline, clock: clock)
+        }
+        return sent
+    }
+}
+
+/// One client connection: handshake, join `/`, answer pings, time echoes.
+enum LoadConnection {
+    static func run(
+        url: String, logger: Logger, recorder: LatencyRecorder, pool: ConnectionPool,
+        ready: AsyncStream<Bool>.Continuation
+    ) async {
+        let signalled = Atomic<Bool>(false)
+        do {
+            try await WebSocketClient.connect(
+                url: url, configuration: .init(maxFrameSize: 1 << 20, autoPing: .disabled), logger: logger
+            ) {
+                inbound, outbound, _ in
+                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+                guard case .text(let open)? = try await messages.next(), open.hasPrefix("0") else { return }
+                try await outbound.write(.text("40"))
+                while case .text(let text)? = try await messages.next() {
+                    if text.hasPrefix("40") { break }
+                }
+                let (outgoing, outbox) = AsyncStream.makeStream(of: String.self)
+                pool.add(outbox)
+                signalled.store(true, ordering: .relaxed)
+                ready.yield(true)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for await text in outgoing { try await outbound.write(.text(text)) }
+                        try await outbound.close(.normalClosure, reason: nil)
+                    }
+                    while let message = try await messages.next() {
+                        guard case .text(let text) = message else { continue }
+                        if text == "2" {
+                            outbox.yield("3")
+                        } else if text.hasPrefix(#"42["message-back""#), let range = text.range(of: #""s":"#) {
+                            let digits = text[range.upperBound...].prefix { $0.isNumber }
+                            if let sentAt = Int64(digits) { recorder.record(sentAt: sentAt) }
+                        }
+                    }
+                    outbox.finish()
+                }
+                pool.connectionLost()
+            }
+        } catch {}
+        if !signalled.load(ordering: .relaxed) { ready.yield(false) }
+    }
+}
