@@ -106,9 +106,11 @@ struct OutboxInboxTests {
         static let defaultPort = 0
         static let defaultSchema = "bare"
         static func migrations() throws -> MigrationSet { MigrationSet(component: name, migrations: []) }
-        static func configure(
-            _ platform: inout ServicePlatform, router: Router<ServiceRequestContext>, environment: ServiceEnvironment
-        ) async throws {}
+        static func makeApplication(platform: ServicePlatform, environment: ServiceEnvironment) async throws
+            -> ServiceApplication
+        {
+            platform.makeApplication(router: platform.makeRouter())
+        }
     }
 
     @Test(
@@ -125,18 +127,18 @@ struct OutboxInboxTests {
             logger: logger
         )
         let aggregates = (0..<3).map { _ in uniqueName("order") }
-        try await app.test(.live) { client in
-            try await eventually("ready") { try await client.execute(uri: "/ready", method: .get).status == .ok }
+        try await withRunningService(app) { client in
+            try await eventually("ready") { try await client.get("/ready").status == 200 }
             await broker.stop()
 
             try await eventually("/ready reporting the broker down") {
-                let response = try await client.execute(uri: "/ready", method: .get)
-                guard response.status == .serviceUnavailable else { return false }
-                let body = try JSONDecoder().decode(HealthRoutes.ReadyBody.self, from: Data(buffer: response.body))
+                let response = try await client.get("/ready")
+                guard response.status == 503 else { return false }
+                let body = try JSONDecoder().decode(HealthRoutes.ReadyBody.self, from: response.body)
                 return body.checks == ["kafka": "down", "postgres": "up"] && body.error?.code == .notReady
                     && body.error?.message.contains("kafka") == true
             }
-            #expect(try await client.execute(uri: "/health", method: .get).status == .ok)
+            #expect(try await client.get("/health").status == 200)
 
             try await withTestDatabase(schema: schema, migrations: []) { database in
                 let outbox = Outbox(schema: schema)
@@ -160,7 +162,7 @@ struct OutboxInboxTests {
                         == 0
                 }
             }
-            try await eventually("ready again") { try await client.execute(uri: "/ready", method: .get).status == .ok }
+            try await eventually("ready again") { try await client.get("/ready").status == 200 }
         }
         // The restarted broker started empty, so everything on it was published after the outage.
         let events = try await Self.readEvents(

@@ -19,10 +19,17 @@ package enum TestPorts {
 package func withRunningApplication<App: ApplicationProtocol, Result: Sendable>(
     _ app: App, port: Int, services: [any Service] = [], _ body: @Sendable () async throws -> Result
 ) async throws -> Result {
+    try await withRunningServices([app] + services, port: port, body)
+}
+
+/// Runs `services` (one of them listening on `port`) for the duration of `body`, then shuts them down in reverse
+/// order.
+package func withRunningServices<Result: Sendable>(
+    _ services: [any Service], port: Int, _ body: @Sendable () async throws -> Result
+) async throws -> Result {
     try await withThrowingTaskGroup(of: Void.self) { group in
         let serviceGroup = ServiceGroup(
-            configuration: .init(
-                services: [app] + services, gracefulShutdownSignals: [], logger: Logger(label: "test-app"))
+            configuration: .init(services: services, gracefulShutdownSignals: [], logger: Logger(label: "test-app"))
         )
         group.addTask { try await serviceGroup.run() }
         try await eventually(timeout: .seconds(10), "port \(port) listening") { isListening(port: port) }

@@ -15,19 +15,17 @@ package func expectServiceStarts<Service: ServiceDefinition>(_ service: Service.
         configuration: try Service.configuration(environment: environment), environment: environment,
         logger: TestInfrastructure.logger(Service.name)
     )
-    try await app.test(.live) { client in
-        let health = try await client.execute(uri: "/health", method: .get)
-        #expect(health.status == .ok)
-        #expect(String(buffer: health.body).contains(Service.name))
-        try await eventually("\(Service.name) ready") {
-            try await client.execute(uri: "/ready", method: .get).status == .ok
-        }
-        let metrics = try await client.execute(uri: "/metrics", method: .get)
-        #expect(metrics.status == .ok)
-        #expect(metrics.headers[.contentType]?.hasPrefix("text/plain") == true)
-        #expect(String(buffer: metrics.body).contains("# TYPE"))
-        let unknown = try await client.execute(uri: "/v1/no-such-thing", method: .get)
-        #expect(unknown.status == .notFound || unknown.status == .unauthorized)
+    try await withRunningService(app) { client in
+        let health = try await client.get("/health")
+        #expect(health.status == 200)
+        #expect(health.text.contains(Service.name))
+        try await eventually("\(Service.name) ready") { try await client.get("/ready").status == 200 }
+        let metrics = try await client.get("/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.headers["content-type"]?.hasPrefix("text/plain") == true)
+        #expect(metrics.text.contains("# TYPE"))
+        let unknown = try await client.get("/v1/no-such-thing")
+        #expect(unknown.status == 404 || unknown.status == 401)
     }
     let platformMigrations = try await withTestDatabase(schema: schema, migrations: []) { database in
         try await database.scalar("SELECT count(*) FROM schema_migrations WHERE component = 'platform'", as: Int.self)

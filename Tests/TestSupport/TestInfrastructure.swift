@@ -87,7 +87,7 @@ package func testServiceEnvironment(
         "JWT_AUDIENCE": TestAuth.audience,
         "JWT_PUBLIC_KEY_FILE": TestAuth.publicKeyFile,
         "HTTP_HOST": "127.0.0.1",
-        "HTTP_PORT": "0",
+        "HTTP_PORT": String(TestPorts.allocate()),
         "OUTBOX_POLL_INTERVAL_MS": "200",
     ]
     values.merge(extra) { _, new in new }

@@ -12,7 +12,9 @@ package enum LocationService: ServiceDefinition {
         try MigrationSet(component: name, bundle: .module)
     }
 
-    package static func configure(
-        _ platform: inout ServicePlatform, router: Router<ServiceRequestContext>, environment: ServiceEnvironment
-    ) async throws {}
+    package static func makeApplication(platform: ServicePlatform, environment: ServiceEnvironment) async throws
+        -> ServiceApplication
+    {
+        platform.makeApplication(router: platform.makeRouter())
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import ServiceLifecycle
 
 /// A service of the platform: its name, defaults, migrations, and what it adds to the shared platform (routes,
 /// consumers, background services). The executable is then one line: `await ServiceMain.run(MyService.self)`.
@@ -13,10 +14,10 @@ package protocol ServiceDefinition {
     static var defaultSchema: String { get }
     /// The service's own migrations (applied after ServiceKit's).
     static func migrations() throws -> MigrationSet
-    /// Adds routes under `router`, and consumers and services to `platform`.
-    static func configure(
-        _ platform: inout ServicePlatform, router: Router<ServiceRequestContext>, environment: ServiceEnvironment
-    ) async throws
+    /// Adds the service's routes, consumers and background services to `platform` and returns the application
+    /// (``ServicePlatform/makeApplication(router:server:servicesShutDownFirst:)``).
+    static func makeApplication(platform: ServicePlatform, environment: ServiceEnvironment) async throws
+        -> ServiceApplication
 }
 
 extension ServiceDefinition {
@@ -32,13 +33,11 @@ extension ServiceDefinition {
     /// Builds the runnable application, exactly as the executable does; tests call this too.
     package static func buildApplication(
         configuration: ServiceConfiguration, environment: ServiceEnvironment, logger: Logger
-    ) async throws -> some ApplicationProtocol {
-        var platform = try await ServicePlatform.prepare(
+    ) async throws -> ServiceApplication {
+        let platform = try await ServicePlatform.prepare(
             configuration: configuration, migrations: try migrations(), logger: logger
         )
-        let router = platform.makeRouter()
-        try await configure(&platform, router: router, environment: environment)
-        return platform.makeApplication(router: router)
+        return try await makeApplication(platform: platform, environment: environment)
     }
 }
 
@@ -60,5 +59,26 @@ extension ServiceMain {
             configuration, environment, logger in
             try await Service.buildApplication(configuration: configuration, environment: environment, logger: logger)
         }
+    }
+}
+
+/// What a service runs: its HTTP application (with the platform's services) and the services that shut down
+/// before the HTTP server (realtime servers, so their sockets get a proper DISCONNECT).
+package struct ServiceApplication: Sendable {
+    package let application: any ApplicationProtocol
+    package let servicesShutDownFirst: [any Service]
+    /// The configured HTTP port.
+    package let port: Int
+    package let logger: Logger
+
+    /// Every service of the application, in start order (shutdown runs in reverse).
+    package var services: [any Service] { [application] + servicesShutDownFirst }
+
+    /// Runs until SIGTERM or SIGINT, then shuts down gracefully.
+    package func run() async throws {
+        let group = ServiceGroup(
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        )
+        try await group.run()
     }
 }

@@ -12,9 +12,9 @@ package enum ServiceMain {
     /// - Parameters:
     ///   - name: the service name, e.g. `order-service`.
     ///   - build: builds the application from the common configuration and the environment.
-    package static func run<App: ApplicationProtocol>(
+    package static func run(
         name: String, defaultPort: Int, defaultSchema: String,
-        build: (ServiceConfiguration, ServiceEnvironment, Logger) async throws -> App
+        build: (ServiceConfiguration, ServiceEnvironment, Logger) async throws -> ServiceApplication
     ) async -> Never {
         let environment = ServiceEnvironment.process
         let configuration: ServiceConfiguration
@@ -31,7 +31,7 @@ package enum ServiceMain {
         let logger = ServiceLogging.logger(service: name, level: configuration.logLevel)
         do {
             let app = try await build(configuration, environment, logger)
-            try await app.runService()
+            try await app.run()
             logger.info("stopped")
             exit(0)
         } catch let error as ConfigurationError {

@@ -1,6 +1,7 @@
 import Contracts
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Kafka
 import Logging
 import PostgresNIO
@@ -10,9 +11,9 @@ import ServiceLifecycle
 /// verifier, consumers, and the HTTP router with the shared middleware and `/health`, `/ready`, `/metrics`.
 ///
 /// ``prepare(configuration:migrations:logger:)`` does the start-up work that must finish before anything is
-/// served; ``makeApplication(router:)`` then returns the Hummingbird application whose ServiceGroup runs, in
-/// order, the Postgres client, the producer, the relay, the consumers and extra services, and the HTTP server
-/// last (shut down first).
+/// served; ``makeApplication(router:server:servicesShutDownFirst:)`` then returns what to run: the Postgres
+/// client, the producer, the relay, the consumers and extra services, then the HTTP server, then services that
+/// must stop before it (realtime); shutdown runs in reverse.
 package struct ServicePlatform: Sendable {
     package let configuration: ServiceConfiguration
     package let logger: Logger
@@ -110,17 +111,25 @@ package struct ServicePlatform: Sendable {
     /// The middleware that requires a valid bearer token; add it to every API group.
     package var authentication: AuthenticationMiddleware { AuthenticationMiddleware(verifier: verifier) }
 
-    /// The application to run: HTTP server on the configured address plus every platform service.
+    /// The application to run: the HTTP server on the configured address with every platform service, and
+    /// `servicesBeforeServer` (e.g. realtime servers) that shut down before the HTTP server.
+    /// - Parameter server: the HTTP server builder, e.g. one that upgrades WebSockets.
     package func makeApplication(
-        router: Router<ServiceRequestContext>
-    ) -> some ApplicationProtocol {
-        Application(
+        router: Router<ServiceRequestContext>, server: HTTPServerBuilder = .http1(),
+        servicesShutDownFirst: [any Service] = []
+    ) -> ServiceApplication {
+        let application = Application(
             router: router,
+            server: server,
             configuration: .init(
                 address: .hostname(configuration.http.host, port: configuration.http.port),
                 serverName: configuration.serviceName
             ),
             services: services,
+            logger: logger
+        )
+        return ServiceApplication(
+            application: application, servicesShutDownFirst: servicesShutDownFirst, port: configuration.http.port,
             logger: logger
         )
     }
