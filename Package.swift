@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
@@ -60,6 +61,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Shared/ServiceKit",
             resources: [.copy("Migrations")],
@@ -174,9 +176,10 @@ func services(_ list: [(library: String, executable: String)]) -> [Target] {
             .target(
                 name: service.library,
                 dependencies: [
-                    "Contracts", "Kafka", "ServiceKit",
+                    "Contracts", "Kafka", "ServiceKit", "Realtime",
                     .product(name: "Hummingbird", package: "hummingbird"),
                     .product(name: "PostgresNIO", package: "postgres-nio"),
+                    .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 ],
                 path: "Services/\(service.library)/Sources",
                 resources: [.copy("Migrations")],

@@ -18,6 +18,7 @@ package struct ErrorCode: RawRepresentable, Hashable, Codable, Sendable, CustomS
     package static let tokenExpired: ErrorCode = "TOKEN_EXPIRED"
     package static let forbidden: ErrorCode = "FORBIDDEN"
     package static let notFound: ErrorCode = "NOT_FOUND"
+    package static let alreadyExists: ErrorCode = "ALREADY_EXISTS"
     package static let methodNotAllowed: ErrorCode = "METHOD_NOT_ALLOWED"
     package static let payloadTooLarge: ErrorCode = "PAYLOAD_TOO_LARGE"
     package static let unsupportedMediaType: ErrorCode = "UNSUPPORTED_MEDIA_TYPE"
@@ -31,6 +32,8 @@ package struct ErrorCode: RawRepresentable, Hashable, Codable, Sendable, CustomS
     package static let orderCancelled: ErrorCode = "ORDER_CANCELLED"
     package static let notAssignedRider: ErrorCode = "NOT_ASSIGNED_RIDER"
     package static let proofPhotoRequired: ErrorCode = "PROOF_PHOTO_REQUIRED"
+    package static let riderNotArrived: ErrorCode = "RIDER_NOT_ARRIVED"
+    package static let serviceRequestStateConflict: ErrorCode = "SERVICE_REQUEST_STATE_CONFLICT"
 
     // Chat (CUS-032)
     package static let chatNotAvailable: ErrorCode = "CHAT_NOT_AVAILABLE"

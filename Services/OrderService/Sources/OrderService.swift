@@ -1,8 +1,10 @@
+import Contracts
 import Foundation
 import Hummingbird
+import Realtime
 import ServiceKit
 
-/// Orders and service requests: lifecycle, the pickup saga, the order event log.
+/// Orders and service requests: lifecycle, the pickup saga, the order event log, the `/orders` live stream.
 package enum OrderService: ServiceDefinition {
     package static let name = "order-service"
     package static let defaultPort = 8081
@@ -15,6 +17,61 @@ package enum OrderService: ServiceDefinition {
     package static func makeApplication(platform: ServicePlatform, environment: ServiceEnvironment) async throws
         -> ServiceApplication
     {
-        platform.makeApplication(router: platform.makeRouter())
+        var platform = platform
+        let settings = try OrderServiceSettings(environment: environment)
+        let store = OrderStore(outbox: platform.outbox, logger: platform.logger)
+        let workflow = OrderWorkflow(database: platform.database, store: store)
+        let sagas = PickupSagas(database: platform.database, store: store)
+
+        let realtime = try await platform.makeRealtimeServer(environment: environment)
+        let orders = realtime.namespace("/orders")
+        orders.requireToken(platform.verifier)
+        orders.onConnect { socket in
+            guard let identity = socket.identity else { return }
+            switch identity.role {
+            case .customer: socket.join(OrderStream.customerRoom(identity.userId))
+            case .vendor: socket.join(OrderStream.vendorRoom(identity.userId))
+            case .admin: socket.join(OrderStream.adminRoom)
+            default: break
+            }
+        }
+        let stream = OrderStream(namespace: orders, sagas: sagas, logger: platform.logger)
+        platform.addStreamConsumer(name: "orders-stream", topics: [.ordersEvents]) { event in try await stream.handle(event) }
+
+        let assignments = RiderAssignmentConsumer(workflow: workflow, store: store)
+        platform.addConsumer(name: "rider-assignments", topics: [.allocationEvents]) { event, connection in
+            try await assignments.handle(event, on: connection)
+        }
+        let sagaReports = PickupSagaConsumer(sagas: sagas)
+        platform.addConsumer(name: "pickup-saga", topics: [.trackingEvents, .notificationsEvents]) { event, connection in
+            try await sagaReports.handle(event, on: connection)
+        }
+        platform.addService(
+            PickupSagaSupervisor(
+                sagas: sagas, interval: settings.sagaCheckInterval, stepTimeout: settings.sagaStepTimeout, logger: platform.logger
+            )
+        )
+
+        let router = platform.makeRouter()
+        let api = router.group("v1").add(middleware: platform.authentication)
+        OrderRoutes(database: platform.database, store: store, workflow: workflow, sagas: sagas, settings: settings).register(on: api)
+        ServiceRequestRoutes(database: platform.database, store: store).register(on: api)
+        return platform.makeApplication(router: router, realtime: realtime)
+    }
+}
+
+/// The order service's own settings.
+package struct OrderServiceSettings: Sendable {
+    /// `PROOF_PHOTO_MAX_BYTES`, default 5 MiB.
+    package var proofPhotoMaxBytes: Int
+    /// `SAGA_STEP_TIMEOUT_SECONDS`, default 30: a pickup step not reported by then is republished.
+    package var sagaStepTimeout: Duration
+    /// `SAGA_CHECK_INTERVAL_MS`, default 5000.
+    package var sagaCheckInterval: Duration
+
+    package init(environment: ServiceEnvironment) throws(ConfigurationError) {
+        proofPhotoMaxBytes = try environment.int("PROOF_PHOTO_MAX_BYTES", default: 5 << 20, in: 1_024...(50 << 20))
+        sagaStepTimeout = try environment.seconds("SAGA_STEP_TIMEOUT_SECONDS", default: .seconds(30), in: 1...86_400)
+        sagaCheckInterval = try environment.milliseconds("SAGA_CHECK_INTERVAL_MS", default: .seconds(5), in: 100...3_600_000)
     }
 }

@@ -1,5 +1,18 @@
 import Foundation
 
+/// A delivery order's status.
+package enum OrderStatus: String, Codable, Sendable, CaseIterable {
+    case pendingVendorAcceptance = "PendingVendorAcceptance"
+    case preparing = "Preparing"
+    case readyForPickup = "ReadyForPickup"
+    case inTransit = "InTransit"
+    case delivered = "Delivered"
+    case cancelled = "Cancelled"
+
+    /// Delivered and Cancelled are final: nothing moves the order on.
+    package var isFinal: Bool { self == .delivered || self == .cancelled }
+}
+
 // Events on orders.events, keyed by order id (or service-request id). Each carries what its consumers need,
 // so none of them has to call the Order service back.
 

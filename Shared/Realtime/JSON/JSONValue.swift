@@ -88,6 +88,76 @@ package enum JSONValue: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+extension JSONValue: Decodable {
+    /// Decodes any JSON value (object member order is not kept when decoding through `Decoder`).
+    package init(from decoder: any Decoder) throws {
+        if var array = try? decoder.unkeyedContainer() {
+            var values: [JSONValue] = []
+            while !array.isAtEnd { values.append(try array.decode(JSONValue.self)) }
+            self = .array(values)
+            return
+        }
+        if let object = try? decoder.container(keyedBy: MemberKey.self) {
+            var entries: [(key: String, value: JSONValue)] = []
+            for key in object.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
+                entries.append((key.stringValue, try object.decode(JSONValue.self, forKey: key)))
+            }
+            self = .object(JSONObject(entries))
+            return
+        }
+        let single = try decoder.singleValueContainer()
+        if single.decodeNil() {
+            self = .null
+        } else if let value = try? single.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? single.decode(Int64.self) {
+            self = .number(String(value))
+        } else if let value = try? single.decode(Double.self) {
+            self = JSONValue(value)
+        } else {
+            self = .string(try single.decode(String.self))
+        }
+    }
+}
+
+extension JSONValue: Encodable {
+    /// Encodes the value through any `Encoder`: numbers as integers when they are, otherwise as doubles.
+    package func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .null:
+            var container = encoder.singleValueContainer()
+            try container.encodeNil()
+        case .bool(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .number(let lexeme):
+            var container = encoder.singleValueContainer()
+            if let integer = Int64(lexeme) {
+                try container.encode(integer)
+            } else {
+                try container.encode(Double(lexeme) ?? 0)
+            }
+        case .string(let text):
+            var container = encoder.singleValueContainer()
+            try container.encode(text)
+        case .array(let values):
+            var container = encoder.unkeyedContainer()
+            for value in values { try container.encode(value) }
+        case .object(let object):
+            var container = encoder.container(keyedBy: MemberKey.self)
+            for entry in object.entries { try container.encode(entry.value, forKey: MemberKey(stringValue: entry.key)) }
+        }
+    }
+
+}
+
+private struct MemberKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
 /// A JSON object's members in the order they were written.
 package struct JSONObject: Sendable, Equatable {
     package var entries: [(key: String, value: JSONValue)]

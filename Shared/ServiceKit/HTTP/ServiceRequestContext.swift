@@ -106,3 +106,26 @@ extension APIError {
         }
     }
 }
+
+extension Request {
+    /// The body as collected bytes (empty if none), at most `limit` bytes (413 beyond).
+    package func collectBody(upTo limit: Int) async throws -> ByteBuffer {
+        try await body.collect(upTo: limit)
+    }
+
+    /// Collects the body and decodes it as JSON `T`; also returns the bytes (e.g. for an idempotency fingerprint).
+    /// - Throws: 415 for a non-JSON content type, 400 `INVALID_JSON` / `VALIDATION_FAILED`, 413 over the limit.
+    package func decodeJSON<T: Decodable>(_ type: T.Type, context: some RequestContext) async throws -> (T, ByteBuffer) {
+        if let contentType = headers[.contentType], !contentType.lowercased().contains("json") {
+            throw APIError(
+                .unsupportedMediaType, code: .unsupportedMediaType,
+                message: "expected Content-Type application/json, got \(contentType)"
+            )
+        }
+        let buffer = try await collectBody(upTo: context.maxUploadSize)
+        guard buffer.readableBytes > 0 else {
+            throw APIError.badRequest("the request body is empty; expected a JSON object", code: .invalidJSON)
+        }
+        return (try ContractRequestDecoder.decode(type, from: Data(buffer: buffer)), buffer)
+    }
+}

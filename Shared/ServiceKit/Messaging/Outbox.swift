@@ -29,6 +29,20 @@ package struct Outbox: Sendable {
         try await connection.query("SELECT pg_notify(\(channel), '')", logger: logger)
     }
 
+    /// Adds an already encoded envelope (e.g. an event republished with its original id).
+    package func enqueueEncoded(
+        _ envelope: String, eventId: UUID, topic: Topic, key: String, type: String, on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
+        try await connection.query(
+            """
+            INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
+            VALUES (\(eventId), \(topic.rawValue), \(key), \(type), \(envelope))
+            """, logger: logger
+        )
+        try await connection.query("SELECT pg_notify(\(channel), '')", logger: logger)
+    }
+
     /// Wraps `payload` in an envelope for `aggregateId` and adds it to the outbox.
     package func enqueue<Payload: EventPayload>(
         _ payload: Payload, aggregateId: String, key: String? = nil, on connection: PostgresConnection,

@@ -107,7 +107,7 @@ package final class OutboxRelay: Service, Sendable {
                     }
                     if ContinuousClock.now - lastCleanup > .seconds(3600) {
                         lastCleanup = .now
-                        try? await self.deletePublishedRows()
+                        try? await self.deleteExpiredRows()
                     }
                 }
             }
@@ -188,9 +188,12 @@ package final class OutboxRelay: Service, Sendable {
         }
     }
 
-    private func deletePublishedRows() async throws {
+    /// Housekeeping: published outbox rows after the retention, idempotency keys after a day.
+    private func deleteExpiredRows() async throws {
         let cutoff = Date().addingTimeInterval(-Double(settings.retention.components.seconds))
         try await database.client.query("DELETE FROM outbox WHERE published_at < \(cutoff)", logger: logger)
+        let keyCutoff = Date().addingTimeInterval(-86_400)
+        try await database.client.query("DELETE FROM idempotency_keys WHERE created_at < \(keyCutoff)", logger: logger)
     }
 }
 

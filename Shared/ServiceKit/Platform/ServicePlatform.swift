@@ -95,6 +95,18 @@ package struct ServicePlatform: Sendable {
         )
     }
 
+    /// Adds a consumer that every instance runs for itself (a consumer group per instance, from the latest
+    /// offset), applying events without the inbox: for fan-out to this instance's sockets.
+    package mutating func addStreamConsumer(
+        name: String, topics: [Topic], handler: @escaping @Sendable (DecodedEvent) async throws -> Void
+    ) {
+        var configuration = consumerConfiguration(name: "\(name).\(UUID().uuidString.lowercased())")
+        configuration.autoOffsetReset = .latest
+        services.append(
+            EventConsumer(name: name, topics: topics, configuration: configuration, effect: .direct(handler), logger: logger)
+        )
+    }
+
     /// Adds a long-lived service (e.g. a scheduler) to run with the platform's.
     package mutating func addService(_ service: any Service) { services.append(service) }
 

@@ -1,0 +1,162 @@
+import Contracts
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+/// Applies order transitions: in one transaction, lock the order row, check the rules, write the new state,
+/// append the event to the immutable log and the outbox (and, for the pickup, start the saga and queue the
+/// customer's push). Commit.
+package struct OrderWorkflow: Sendable {
+    package let database: Database
+    package let store: OrderStore
+
+    package init(database: Database, store: OrderStore) {
+        self.database = database
+        self.store = store
+    }
+
+    /// Applies `action` to order `id` within the caller's transaction and returns the order after it.
+    package func apply(
+        _ action: OrderAction, to id: UUID, by actor: OrderActor?, reason: String? = nil, offerId: String? = nil,
+        on connection: PostgresConnection
+    ) async throws -> OrderView {
+        var order = try await store.order(id, forUpdate: true, on: connection)
+        let next: OrderSnapshot
+        do {
+            next = try OrderRules.apply(action, to: order.snapshot, by: actor)
+        } catch {
+            throw Self.apiError(error)
+        }
+        // Checked, but nothing to record: a photo upload, or the same rider assigned again.
+        if case .uploadProofPhoto = action { return order }
+        if case .assignRider(let rider) = action, order.rider?.id == rider.id { return order }
+        let now = Date()
+        let previousRider = order.rider
+        order.status = next.status
+        order.rider = next.rider
+        if next.riderArrived, order.riderArrivedAt == nil { order.riderArrivedAt = now }
+        if !next.riderArrived { order.riderArrivedAt = nil }
+        order.version += 1
+        order.updatedAt = now
+        try await store.update(order, on: connection)
+
+        let aggregateId = order.id
+        let sequence = order.version
+        switch action {
+        case .accept:
+            try await record(OrderAccepted(orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id))
+        case .markReady:
+            try await record(
+                OrderReadyForPickup(
+                    orderId: aggregateId, customerId: order.customerId, vendor: order.vendor,
+                    deliveryArea: order.deliveryAddress.area, deliveryLocation: order.deliveryAddress.point,
+                    totalAmount: order.totalAmount
+                )
+            )
+        case .arrive:
+            try await record(
+                RiderArrivedAtStore(orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, riderId: actor?.id ?? "")
+            )
+        case .pickUp:
+            let rider = order.rider ?? PersonRef(id: actor?.id ?? "", name: "")
+            let pickedUp = EventEnvelope(
+                aggregateId: aggregateId, occurredAt: now,
+                payload: OrderPickedUp(
+                    orderId: aggregateId, customerId: order.customerId, vendor: order.vendor, rider: rider,
+                    destination: order.deliveryAddress, pickedUpAt: now
+                )
+            )
+            try await store.record(pickedUp, aggregateType: "order", sequence: sequence, actor: actor, on: connection)
+            try await startPickupSaga(order: order, rider: rider, pickupEventId: pickedUp.eventId, on: connection)
+        case .deliver:
+            try await record(
+                OrderDelivered(
+                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, riderId: order.rider?.id ?? "",
+                    deliveredAt: now
+                )
+            )
+        case .cancel:
+            try await record(
+                OrderCancelled(
+                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, riderId: order.rider?.id,
+                    cancelledBy: actor?.role ?? .admin, reason: reason
+                )
+            )
+        case .assignRider(let rider):
+            if let previousRider, previousRider.id != rider.id {
+                try await record(
+                    RiderReassigned(
+                        orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, offerId: offerId,
+                        rider: rider, previousRiderId: previousRider.id
+                    )
+                )
+            } else {
+                try await record(
+                    RiderAssigned(orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, offerId: offerId, rider: rider)
+                )
+            }
+        case .uploadProofPhoto:
+            break
+        }
+        return order
+
+        func record<Payload: EventPayload>(_ payload: Payload) async throws {
+            try await store.record(
+                EventEnvelope(aggregateId: aggregateId, occurredAt: now, payload: payload), aggregateType: "order",
+                sequence: sequence, actor: actor, on: connection
+            )
+        }
+    }
+
+    /// The push the customer gets when the rider picks the order up.
+    package static func pickupNotification(order: OrderView, rider: PersonRef) -> PushRequested {
+        let orderId = order.id
+        let riderName = rider.name.isEmpty ? "Your rider" : rider.name
+        return PushRequested(
+            notificationId: "order-picked-up-\(orderId)", userId: order.customerId, kind: "order_picked_up",
+            title: "Your order is on the way",
+            body: "\(riderName) has picked up your order from \(order.vendor.name).",
+            data: ["link": "app://orders/\(orderId)/track", "orderId": orderId], priority: .high,
+            collapseKey: "order-\(orderId)", ttlSeconds: 3600, correlationId: orderId
+        )
+    }
+
+    private func startPickupSaga(order: OrderView, rider: PersonRef, pickupEventId: UUID, on connection: PostgresConnection)
+        async throws
+    {
+        let push = Self.pickupNotification(order: order, rider: rider)
+        try await store.outbox.enqueue(push, aggregateId: order.customerId, on: connection, logger: store.logger)
+        try await connection.query(
+            """
+            INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id)
+            VALUES (\(UUID(uuidString: order.id)), \(pickupEventId), \(push.notificationId))
+            """, logger: store.logger
+        )
+    }
+
+    /// The HTTP answer for a refused transition.
+    package static func apiError(_ violation: OrderRuleViolation) -> APIError {
+        switch violation {
+        case .forbidden(let message):
+            APIError.forbidden(message)
+        case .notAssignedRider:
+            APIError.forbidden("you are not the rider assigned to this order", code: .notAssignedRider)
+        case .cancelled:
+            APIError.conflict(.orderCancelled, "the order was cancelled", details: ["currentState": OrderStatus.cancelled.rawValue])
+        case .stateConflict(let current, let allowed):
+            APIError.conflict(
+                .orderStateConflict,
+                "the order is \(current.rawValue); this needs " + (allowed.isEmpty ? "another state" : allowed.map(\.rawValue).joined(separator: " or ")),
+                details: ["currentState": current.rawValue]
+            )
+        case .riderNotArrived:
+            APIError.conflict(
+                .riderNotArrived, "confirm arrival at the store before the pickup",
+                details: ["currentState": OrderStatus.readyForPickup.rawValue]
+            )
+        case .proofPhotoRequired:
+            APIError.unprocessable(.proofPhotoRequired, "this prepaid order needs a photo proof of delivery before it is delivered")
+        }
+    }
+}

@@ -1,0 +1,179 @@
+import Contracts
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+import ServiceKit
+import ServiceLifecycle
+
+/// The pickup saga's record as admins see it.
+package struct PickupSagaView: Codable, Sendable, Equatable {
+    package struct Step: Codable, Sendable, Equatable {
+        package var done: Bool
+        package var at: Date?
+        package var failure: String?
+    }
+
+    package struct Steps: Codable, Sendable, Equatable {
+        package var trackingStarted: Step
+        package var customerNotified: Step
+        package var vendorUpdated: Step
+    }
+
+    package var orderId: String
+    package var pickupEventId: String
+    package var notificationId: String
+    package var startedAt: Date
+    package var completed: Bool
+    package var completedAt: Date?
+    package var steps: Steps
+    package var republishCount: Int
+    package var lastRepublishedAt: Date?
+}
+
+/// The saga's steps: which downstream effect of the pickup reported back.
+package enum PickupSagaStep: String, Sendable, CaseIterable {
+    case trackingStarted = "tracking_started_at"
+    case customerNotified = "customer_notified_at"
+    case vendorUpdated = "vendor_updated_at"
+}
+
+/// Reads and advances pickup sagas; republishes stalled steps.
+package struct PickupSagas: Sendable {
+    package let database: Database
+    package let store: OrderStore
+
+    package init(database: Database, store: OrderStore) {
+        self.database = database
+        self.store = store
+    }
+
+    package func view(of orderId: UUID, on connection: PostgresConnection) async throws -> PickupSagaView? {
+        let rows = try await connection.query(
+            """
+            SELECT order_id, pickup_event_id, notification_id, started_at, tracking_started_at, customer_notified_at,
+                   customer_notification_failure, vendor_updated_at, completed_at, republish_count, last_republished_at
+            FROM pickup_sagas WHERE order_id = \(orderId)
+            """, logger: store.logger
+        )
+        for try await row in rows {
+            let cells = row.makeRandomAccess()
+            let tracking = try cells["tracking_started_at"].decode(Date?.self)
+            let notified = try cells["customer_notified_at"].decode(Date?.self)
+            let vendor = try cells["vendor_updated_at"].decode(Date?.self)
+            let completedAt = try cells["completed_at"].decode(Date?.self)
+            return PickupSagaView(
+                orderId: try cells["order_id"].decode(UUID.self).uuidString.lowercased(),
+                pickupEventId: try cells["pickup_event_id"].decode(UUID.self).uuidString.lowercased(),
+                notificationId: try cells["notification_id"].decode(String.self),
+                startedAt: try cells["started_at"].decode(Date.self), completed: completedAt != nil, completedAt: completedAt,
+                steps: .init(
+                    trackingStarted: .init(done: tracking != nil, at: tracking, failure: nil),
+                    customerNotified: .init(
+                        done: notified != nil, at: notified, failure: try cells["customer_notification_failure"].decode(String?.self)
+                    ),
+                    vendorUpdated: .init(done: vendor != nil, at: vendor, failure: nil)
+                ),
+                republishCount: try cells["republish_count"].decode(Int.self),
+                lastRepublishedAt: try cells["last_republished_at"].decode(Date?.self)
+            )
+        }
+        return nil
+    }
+
+    /// Marks `step` of order `orderId`'s saga done (once); completes the saga when every step is.
+    package func complete(_ step: PickupSagaStep, of orderId: UUID, on connection: PostgresConnection) async throws {
+        var query = PostgresQuery(
+            unsafeSQL: """
+                UPDATE pickup_sagas SET \(step.rawValue) = coalesce(\(step.rawValue), now())
+                WHERE order_id = $1
+                """, binds: PostgresBindings()
+        )
+        query.binds.append(orderId)
+        try await connection.query(query, logger: store.logger)
+        try await connection.query(
+            """
+            UPDATE pickup_sagas SET completed_at = now()
+            WHERE order_id = \(orderId) AND completed_at IS NULL AND tracking_started_at IS NOT NULL
+              AND customer_notified_at IS NOT NULL AND vendor_updated_at IS NOT NULL
+            """, logger: store.logger
+        )
+    }
+
+    /// The customer's push failed for good: recorded, and the step stays open (it is not retried: the
+    /// notification service already retried).
+    package func recordNotificationFailure(of orderId: UUID, reason: String, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            "UPDATE pickup_sagas SET customer_notification_failure = \(reason) WHERE order_id = \(orderId)", logger: store.logger
+        )
+    }
+
+    /// Republishes, through the outbox and with their original ids, the events whose steps have not reported back
+    /// within `stepTimeout`: the pickup event (tracking, vendor) and the push request (customer). Returns how many
+    /// sagas it republished for.
+    package func republishStalled(stepTimeout: Duration, limit: Int = 100) async throws -> Int {
+        let cutoff = Date().addingTimeInterval(-Double(stepTimeout.components.seconds))
+        return try await database.transaction { connection in
+            let rows = try await connection.query(
+                """
+                SELECT order_id, pickup_event_id, tracking_started_at IS NULL OR vendor_updated_at IS NULL,
+                       customer_notified_at IS NULL AND customer_notification_failure IS NULL
+                FROM pickup_sagas
+                WHERE completed_at IS NULL AND started_at < \(cutoff)
+                  AND (last_republished_at IS NULL OR last_republished_at < \(cutoff))
+                ORDER BY started_at LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                """, logger: store.logger
+            )
+            var stalled: [(UUID, UUID, Bool, Bool)] = []
+            for try await row in rows.decode((UUID, UUID, Bool, Bool).self) { stalled.append(row) }
+            for (orderId, pickupEventId, republishPickup, republishPush) in stalled {
+                if republishPickup, let envelope = try await store.envelope(eventId: pickupEventId, on: connection) {
+                    try await store.outbox.enqueueEncoded(
+                        envelope, eventId: pickupEventId, topic: .ordersEvents, key: orderId.uuidString.lowercased(),
+                        type: OrderPickedUp.eventType, on: connection, logger: store.logger
+                    )
+                }
+                if republishPush {
+                    let order = try await store.order(orderId, on: connection)
+                    if let rider = order.rider {
+                        try await store.outbox.enqueue(
+                            OrderWorkflow.pickupNotification(order: order, rider: rider), aggregateId: order.customerId,
+                            on: connection, logger: store.logger
+                        )
+                    }
+                }
+                try await connection.query(
+                    """
+                    UPDATE pickup_sagas SET republish_count = republish_count + 1, last_republished_at = now()
+                    WHERE order_id = \(orderId)
+                    """, logger: store.logger
+                )
+                store.logger.warning("republished stalled pickup saga steps", metadata: ["order.id": "\(orderId)"])
+            }
+            return stalled.count
+        }
+    }
+}
+
+/// Periodically republishes stalled pickup-saga steps.
+package struct PickupSagaSupervisor: Service {
+    let sagas: PickupSagas
+    let interval: Duration
+    let stepTimeout: Duration
+    let logger: Logger
+
+    package func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: interval)
+                do {
+                    _ = try await sagas.republishStalled(stepTimeout: stepTimeout)
+                } catch {
+                    logger.warning("could not check pickup sagas", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
+}
+
+extension PickupSagaView: ResponseEncodable {}

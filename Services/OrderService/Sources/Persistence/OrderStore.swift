@@ -1,0 +1,238 @@
+import Contracts
+import Foundation
+import Logging
+import PostgresNIO
+import Realtime
+import ServiceKit
+
+/// The order service's SQL: vendors, orders, service requests, the event log and the pickup saga. Every write
+/// takes the caller's connection, so it joins the caller's transaction.
+package struct OrderStore: Sendable {
+    package let outbox: Outbox
+    package let logger: Logger
+
+    package init(outbox: Outbox, logger: Logger) {
+        self.outbox = outbox
+        self.logger = logger
+    }
+
+    // MARK: Vendors
+
+    package func insertVendor(_ vendor: VendorView, on connection: PostgresConnection) async throws {
+        do {
+            try await connection.query(
+                """
+                INSERT INTO vendors (id, name, address_line1, area, lat, lng)
+                VALUES (\(vendor.id), \(vendor.name), \(vendor.address.line1), \(vendor.address.area), \(vendor.address.lat), \(vendor.address.lng))
+                """, logger: logger
+            )
+        } catch let error as PSQLError where error.sqlState == "23505" {
+            throw APIError.conflict(.alreadyExists, "vendor \(vendor.id) already exists")
+        }
+    }
+
+    package func vendor(_ id: String, on connection: PostgresConnection) async throws -> VendorView? {
+        let rows = try await connection.query(
+            "SELECT id, name, address_line1, area, lat, lng FROM vendors WHERE id = \(id)", logger: logger
+        )
+        for try await (id, name, line1, area, lat, lng) in rows.decode((String, String, String, String, Double, Double).self) {
+            return VendorView(id: id, name: name, address: Address(line1: line1, area: area, lat: lat, lng: lng))
+        }
+        return nil
+    }
+
+    // MARK: Orders
+
+    package func insertOrder(_ order: OrderView, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            INSERT INTO orders (id, customer_id, vendor_id, status, delivery_line1, delivery_area, delivery_lat, delivery_lng,
+                                payment_mode, total_amount, requires_photo_proof, version, created_at, updated_at)
+            VALUES (\(UUID(uuidString: order.id)), \(order.customerId), \(order.vendor.id), \(order.status.rawValue),
+                    \(order.deliveryAddress.line1), \(order.deliveryAddress.area), \(order.deliveryAddress.lat),
+                    \(order.deliveryAddress.lng), \(order.paymentMode.rawValue), \(order.totalAmount),
+                    \(order.requiresPhotoProof), \(order.version), \(order.createdAt), \(order.updatedAt))
+            """, logger: logger
+        )
+    }
+
+    /// The order, locked for the rest of the transaction when `forUpdate`.
+    /// - Throws: 404 `NOT_FOUND` if there is none.
+    package func order(_ id: UUID, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> OrderView {
+        let lock: PostgresQuery = forUpdate ? "FOR UPDATE OF o" : ""
+        var query: PostgresQuery = """
+            SELECT o.id, o.status, o.customer_id, v.id AS vendor_id, v.name AS vendor_name, v.address_line1 AS vendor_line1,
+                   v.area AS vendor_area, v.lat AS vendor_lat, v.lng AS vendor_lng, o.delivery_line1, o.delivery_area,
+                   o.delivery_lat, o.delivery_lng, o.payment_mode, o.total_amount, o.requires_photo_proof, o.rider_id,
+                   o.rider_name, o.rider_arrived_at, p.content_type AS photo_type, octet_length(p.bytes) AS photo_size,
+                   p.uploaded_at AS photo_uploaded_at, o.version, o.created_at, o.updated_at
+            FROM orders o JOIN vendors v ON v.id = o.vendor_id LEFT JOIN order_proof_photos p ON p.order_id = o.id
+            WHERE o.id = \(id)
+            """
+        query.sql += " " + lock.sql
+        let rows = try await connection.query(query, logger: logger)
+        for try await row in rows {
+            return try Self.order(from: row.makeRandomAccess())
+        }
+        throw APIError.notFound("no order \(id)")
+    }
+
+    private static func order(from cells: PostgresRandomAccessRow) throws -> OrderView {
+        let riderId = try cells["rider_id"].decode(String?.self)
+        let riderName = try cells["rider_name"].decode(String?.self)
+        let photoType = try cells["photo_type"].decode(String?.self)
+        return OrderView(
+            id: try cells["id"].decode(UUID.self).uuidString.lowercased(),
+            status: OrderStatus(rawValue: try cells["status"].decode(String.self)) ?? .cancelled,
+            customerId: try cells["customer_id"].decode(String.self),
+            vendor: VendorRef(
+                id: try cells["vendor_id"].decode(String.self), name: try cells["vendor_name"].decode(String.self),
+                address: Address(
+                    line1: try cells["vendor_line1"].decode(String.self), area: try cells["vendor_area"].decode(String.self),
+                    lat: try cells["vendor_lat"].decode(Double.self), lng: try cells["vendor_lng"].decode(Double.self)
+                )
+            ),
+            deliveryAddress: Address(
+                line1: try cells["delivery_line1"].decode(String.self), area: try cells["delivery_area"].decode(String.self),
+                lat: try cells["delivery_lat"].decode(Double.self), lng: try cells["delivery_lng"].decode(Double.self)
+            ),
+            paymentMode: PaymentMode(rawValue: try cells["payment_mode"].decode(String.self)) ?? .prepaid,
+            totalAmount: try cells["total_amount"].decode(Decimal.self),
+            requiresPhotoProof: try cells["requires_photo_proof"].decode(Bool.self),
+            rider: riderId.map { PersonRef(id: $0, name: riderName ?? "") },
+            riderArrivedAt: try cells["rider_arrived_at"].decode(Date?.self),
+            proofPhoto: try photoType.map {
+                ProofPhotoView(
+                    contentType: $0, sizeBytes: try cells["photo_size"].decode(Int.self),
+                    uploadedAt: try cells["photo_uploaded_at"].decode(Date.self)
+                )
+            },
+            version: try cells["version"].decode(Int.self),
+            createdAt: try cells["created_at"].decode(Date.self),
+            updatedAt: try cells["updated_at"].decode(Date.self)
+        )
+    }
+
+    /// Writes the order's new state (status, rider, arrival) and bumps its version.
+    package func update(_ order: OrderView, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            UPDATE orders SET status = \(order.status.rawValue), rider_id = \(order.rider?.id), rider_name = \(order.rider?.name),
+                   rider_arrived_at = \(order.riderArrivedAt), version = \(order.version), updated_at = \(order.updatedAt)
+            WHERE id = \(UUID(uuidString: order.id))
+            """, logger: logger
+        )
+    }
+
+    package func insertProofPhoto(orderId: UUID, contentType: String, bytes: ByteBuffer, riderId: String, on connection: PostgresConnection)
+        async throws
+    {
+        try await connection.query(
+            """
+            INSERT INTO order_proof_photos (order_id, content_type, bytes, uploaded_by) VALUES (\(orderId), \(contentType), \(bytes), \(riderId))
+            ON CONFLICT (order_id) DO UPDATE SET content_type = excluded.content_type, bytes = excluded.bytes,
+                uploaded_by = excluded.uploaded_by, uploaded_at = now()
+            """, logger: logger
+        )
+    }
+
+    // MARK: Event log and outbox
+
+    /// Appends `envelope` to the event log of its aggregate (as entry `sequence`) and to the outbox.
+    package func record<Payload: EventPayload>(
+        _ envelope: EventEnvelope<Payload>, aggregateType: String, sequence: Int, actor: OrderActor?, on connection: PostgresConnection
+    ) async throws {
+        let json = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
+        try await connection.query(
+            """
+            INSERT INTO order_events (aggregate_id, aggregate_type, sequence, event_id, event_type, actor_id, actor_role, envelope, occurred_at)
+            VALUES (\(UUID(uuidString: envelope.aggregateId)), \(aggregateType), \(sequence), \(envelope.eventId), \(envelope.type),
+                    \(actor?.id), \(actor?.role.rawValue), \(json)::jsonb, \(envelope.occurredAt))
+            """, logger: logger
+        )
+        try await outbox.enqueue(envelope, on: connection, logger: logger)
+    }
+
+    /// The event log of an order or service request, oldest first.
+    package func events(of aggregateId: UUID, on connection: PostgresConnection) async throws -> [OrderEventView] {
+        let rows = try await connection.query(
+            """
+            SELECT sequence, event_id, event_type, actor_id, actor_role, occurred_at, (envelope -> 'payload')::text
+            FROM order_events WHERE aggregate_id = \(aggregateId) ORDER BY sequence
+            """, logger: logger
+        )
+        var events: [OrderEventView] = []
+        for try await (sequence, eventId, type, actorId, actorRole, occurredAt, payload)
+            in rows.decode((Int, UUID, String, String?, String?, Date, String).self)
+        {
+            events.append(
+                OrderEventView(
+                    sequence: sequence, eventId: eventId.uuidString.lowercased(), type: type, actorId: actorId, actorRole: actorRole,
+                    occurredAt: occurredAt, payload: (try? JSONValue.parse(payload)) ?? .null
+                )
+            )
+        }
+        return events
+    }
+
+    /// The published envelope of an event, to republish it unchanged.
+    package func envelope(eventId: UUID, on connection: PostgresConnection) async throws -> String? {
+        let rows = try await connection.query("SELECT envelope::text FROM order_events WHERE event_id = \(eventId)", logger: logger)
+        for try await envelope in rows.decode(String.self) { return envelope }
+        return nil
+    }
+
+    // MARK: Service requests
+
+    package func insertServiceRequest(_ request: ServiceRequestView, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            INSERT INTO service_requests (id, customer_id, status, address_line1, area, lat, lng, description, version, created_at, updated_at)
+            VALUES (\(UUID(uuidString: request.id)), \(request.customerId), \(request.status.rawValue), \(request.serviceAddress.line1),
+                    \(request.serviceAddress.area), \(request.serviceAddress.lat), \(request.serviceAddress.lng),
+                    \(request.description), \(request.version), \(request.createdAt), \(request.updatedAt))
+            """, logger: logger
+        )
+    }
+
+    package func serviceRequest(_ id: UUID, forUpdate: Bool = false, on connection: PostgresConnection) async throws
+        -> ServiceRequestView
+    {
+        var query: PostgresQuery = """
+            SELECT id, status, customer_id, address_line1, area, lat, lng, description, technician_id, technician_name,
+                   version, created_at, updated_at
+            FROM service_requests WHERE id = \(id)
+            """
+        if forUpdate { query.sql += " FOR UPDATE" }
+        let rows = try await connection.query(query, logger: logger)
+        for try await row in rows {
+            let cells = row.makeRandomAccess()
+            let technicianId = try cells["technician_id"].decode(String?.self)
+            return ServiceRequestView(
+                id: try cells["id"].decode(UUID.self).uuidString.lowercased(),
+                status: ServiceRequestStatus(rawValue: try cells["status"].decode(String.self)) ?? .cancelled,
+                customerId: try cells["customer_id"].decode(String.self),
+                serviceAddress: Address(
+                    line1: try cells["address_line1"].decode(String.self), area: try cells["area"].decode(String.self),
+                    lat: try cells["lat"].decode(Double.self), lng: try cells["lng"].decode(Double.self)
+                ),
+                description: try cells["description"].decode(String.self),
+                technician: technicianId.map { PersonRef(id: $0, name: (try? cells["technician_name"].decode(String?.self)) ?? nil ?? "") },
+                version: try cells["version"].decode(Int.self),
+                createdAt: try cells["created_at"].decode(Date.self),
+                updatedAt: try cells["updated_at"].decode(Date.self)
+            )
+        }
+        throw APIError.notFound("no service request \(id)")
+    }
+
+    package func update(_ request: ServiceRequestView, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            UPDATE service_requests SET status = \(request.status.rawValue), technician_id = \(request.technician?.id),
+                   technician_name = \(request.technician?.name), version = \(request.version), updated_at = \(request.updatedAt)
+            WHERE id = \(UUID(uuidString: request.id))
+            """, logger: logger
+        )
+    }
+}

@@ -1,0 +1,207 @@
+import Contracts
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import ServiceKit
+
+/// The order service's REST API under `/v1`; every route needs a bearer token and checks role and ownership.
+package struct OrderRoutes: Sendable {
+    let database: Database
+    let store: OrderStore
+    let workflow: OrderWorkflow
+    let sagas: PickupSagas
+    let settings: OrderServiceSettings
+
+    struct CreateVendor: Codable, Sendable {
+        var id: String
+        var name: String
+        var address: Address
+    }
+
+    struct CreateOrder: Codable, Sendable {
+        var vendorId: String
+        var deliveryAddress: Address
+        var paymentMode: PaymentMode
+        var totalAmount: Decimal
+        var requiresPhotoProof: Bool
+    }
+
+    struct CancelOrder: Codable, Sendable {
+        var reason: String?
+    }
+
+    struct EventLog: Codable, Sendable, ResponseEncodable {
+        var orderId: String
+        var events: [OrderEventView]
+    }
+
+    package func register(on api: RouterGroup<ServiceRequestContext>) {
+        api.post("vendors") { request, context in try await createVendor(request, context) }
+        api.get("vendors/:id") { _, context in try await getVendor(context) }
+        api.post("orders") { request, context in try await createOrder(request, context) }
+        api.get("orders/:id") { _, context in try await getOrder(context) }
+        api.get("orders/:id/events") { _, context in try await events(context) }
+        api.get("orders/:id/saga") { _, context in try await saga(context) }
+        api.post("orders/:id/proof-photo") { request, context in try await uploadProofPhoto(request, context) }
+        let transitions: [(String, OrderAction)] = [
+            ("accept", .accept), ("ready", .markReady), ("arrived", .arrive), ("pickup", .pickUp), ("deliver", .deliver),
+            ("cancel", .cancel),
+        ]
+        for (path, action) in transitions {
+            api.post("orders/:id/\(path)") { request, context in try await transition(action, request, context) }
+        }
+    }
+
+    // MARK: Vendors
+
+    func createVendor(_ request: Request, _ context: ServiceRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity(.admin)
+        let (input, body) = try await request.decodeJSON(CreateVendor.self, context: context)
+        let vendor = VendorView(
+            id: try Validate.identifier(input.id, "id"), name: try Validate.text(input.name, "name"),
+            address: try Validate.address(input.address, "address")
+        )
+        let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
+        return try await database.idempotentTransaction(idempotency, status: .created) { connection in
+            try await store.insertVendor(vendor, on: connection)
+            return vendor
+        }
+    }
+
+    func getVendor(_ context: ServiceRequestContext) async throws -> VendorView {
+        _ = try context.requireIdentity()
+        let id = try context.parameters.require("id")
+        guard let vendor = try await database.withConnection({ try await store.vendor(id, on: $0) }) else {
+            throw APIError.notFound("no vendor \(id)")
+        }
+        return vendor
+    }
+
+    // MARK: Orders
+
+    func createOrder(_ request: Request, _ context: ServiceRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity(.customer)
+        let (input, body) = try await request.decodeJSON(CreateOrder.self, context: context)
+        let address = try Validate.address(input.deliveryAddress, "deliveryAddress")
+        guard input.totalAmount >= 0, input.totalAmount <= 10_000_000 else {
+            throw APIError.validation("'totalAmount' must be from 0 to 10000000")
+        }
+        let vendorId = try Validate.identifier(input.vendorId, "vendorId")
+        let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
+        return try await database.idempotentTransaction(idempotency, status: .created) { connection in
+            guard let vendor = try await store.vendor(vendorId, on: connection) else {
+                throw APIError(.unprocessableContent, code: .validationFailed, message: "no vendor \(vendorId)")
+            }
+            let now = Date()
+            let order = OrderView(
+                id: UUID().uuidString.lowercased(), status: .pendingVendorAcceptance, customerId: identity.userId,
+                vendor: VendorRef(id: vendor.id, name: vendor.name, address: vendor.address), deliveryAddress: address,
+                paymentMode: input.paymentMode, totalAmount: input.totalAmount, requiresPhotoProof: input.requiresPhotoProof,
+                rider: nil, riderArrivedAt: nil, proofPhoto: nil, version: 1, createdAt: now, updatedAt: now
+            )
+            try await store.insertOrder(order, on: connection)
+            let orderId = order.id
+            try await store.record(
+                EventEnvelope(
+                    aggregateId: orderId, occurredAt: now,
+                    payload: OrderCreated(
+                        orderId: orderId, customerId: order.customerId, vendor: order.vendor, deliveryAddress: address,
+                        paymentMode: order.paymentMode, totalAmount: order.totalAmount, requiresPhotoProof: order.requiresPhotoProof
+                    )
+                ),
+                aggregateType: "order", sequence: 1, actor: OrderActor(id: identity.userId, role: identity.role), on: connection
+            )
+            return order
+        }
+    }
+
+    /// The order, if the caller is a party to it (403 otherwise).
+    func visibleOrder(_ context: ServiceRequestContext) async throws -> OrderView {
+        let identity = try context.requireIdentity()
+        let id = try context.parameters.require("id", as: UUID.self)
+        let order = try await database.withConnection { try await store.order(id, on: $0) }
+        guard order.isVisible(to: identity.userId, role: identity.role) else {
+            throw APIError.forbidden("only the order's customer, vendor, assigned rider or an admin may see it")
+        }
+        return order
+    }
+
+    func getOrder(_ context: ServiceRequestContext) async throws -> OrderView {
+        try await visibleOrder(context)
+    }
+
+    func events(_ context: ServiceRequestContext) async throws -> EventLog {
+        let order = try await visibleOrder(context)
+        let events = try await database.withConnection { try await store.events(of: UUID(uuidString: order.id)!, on: $0) }
+        return EventLog(orderId: order.id, events: events)
+    }
+
+    func saga(_ context: ServiceRequestContext) async throws -> PickupSagaView {
+        _ = try context.requireIdentity(.admin)
+        let id = try context.parameters.require("id", as: UUID.self)
+        return try await database.withConnection { connection in
+            _ = try await store.order(id, on: connection)
+            guard let saga = try await sagas.view(of: id, on: connection) else {
+                throw APIError.notFound("order \(id) has not been picked up, so it has no pickup saga")
+            }
+            return saga
+        }
+    }
+
+    func transition(_ action: OrderAction, _ request: Request, _ context: ServiceRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let id = try context.parameters.require("id", as: UUID.self)
+        let body = try await request.collectBody(upTo: 16 * 1024)
+        var reason: String?
+        if action == .cancel, body.readableBytes > 0 {
+            reason = try ContractRequestDecoder.decode(CancelOrder.self, from: Data(buffer: body)).reason
+                .map { try Validate.text($0, "reason", maximum: 500) }
+        }
+        let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
+        let actor = OrderActor(id: identity.userId, role: identity.role)
+        return try await database.idempotentTransaction(idempotency) { [reason] connection in
+            try await workflow.apply(action, to: id, by: actor, reason: reason, on: connection)
+        }
+    }
+
+    // MARK: Proof of delivery
+
+    struct ProofPhotoUploaded: Codable, Sendable {
+        var orderId: String
+        var proofPhoto: ProofPhotoView
+    }
+
+    /// The assigned rider uploads a JPEG or PNG (raw body, checked by its bytes, at most `PROOF_PHOTO_MAX_BYTES`).
+    func uploadProofPhoto(_ request: Request, _ context: ServiceRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let id = try context.parameters.require("id", as: UUID.self)
+        let bytes = try await request.collectBody(upTo: settings.proofPhotoMaxBytes)
+        guard let contentType = ImageKind.detect(bytes) else {
+            throw APIError(
+                .unsupportedMediaType, code: .unsupportedMediaType,
+                message: "the proof photo must be a JPEG or PNG image (send its bytes as the request body)"
+            )
+        }
+        let idempotency = try IdempotentRequest(request: request, body: bytes, userId: identity.userId)
+        let actor = OrderActor(id: identity.userId, role: identity.role)
+        return try await database.idempotentTransaction(idempotency, status: .created) { connection in
+            _ = try await workflow.apply(.uploadProofPhoto, to: id, by: actor, on: connection)
+            try await store.insertProofPhoto(orderId: id, contentType: contentType, bytes: bytes, riderId: identity.userId, on: connection)
+            let order = try await store.order(id, on: connection)
+            guard let photo = order.proofPhoto else { throw APIError(.internalServerError, code: .internalError, message: "photo not stored") }
+            return ProofPhotoUploaded(orderId: order.id, proofPhoto: photo)
+        }
+    }
+}
+
+/// Image formats accepted as proof photos, recognised by their first bytes.
+package enum ImageKind {
+    /// `image/jpeg` or `image/png` if the bytes start like one, else nil.
+    package static func detect(_ bytes: ByteBuffer) -> String? {
+        guard let head = bytes.getBytes(at: bytes.readerIndex, length: min(8, bytes.readableBytes)) else { return nil }
+        if head.count >= 3, head[0] == 0xFF, head[1] == 0xD8, head[2] == 0xFF { return "image/jpeg" }
+        if head == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] { return "image/png" }
+        return nil
+    }
+}
