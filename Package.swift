@@ -194,8 +194,10 @@ func services(_ list: [(library: String, executable: String)]) -> [Target] {
             .testTarget(
                 name: "\(service.library)Tests",
                 dependencies: [
-                    .target(name: service.library), "TestSupport",
+                    .target(name: service.library), "TestSupport", "Contracts", "Kafka", "ServiceKit", "Realtime",
                     .product(name: "HummingbirdTesting", package: "hummingbird"),
+                    .product(name: "PostgresNIO", package: "postgres-nio"),
+                    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 ],
                 swiftSettings: swiftSettings
             ),

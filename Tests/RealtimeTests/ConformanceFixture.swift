@@ -67,11 +67,3 @@ struct ProtocolMismatch: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
 }
-
-extension TestWebSocket.Frame {
-    /// The text of a text frame, or nil.
-    var text: String? {
-        if case .text(let text) = self { return text }
-        return nil
-    }
-}

@@ -55,7 +55,7 @@ struct EngineIOConformanceTests {
         try await ConformanceFixture.run(path: "/engine.io") { server in
             try await withTestWebSocket(server.webSocketURL()) { socket in
                 let frame = try await socket.next()
-                try Self.checkOpenPacket(frame.text ?? "", upgrades: [])
+                try Self.checkOpenPacket(frame.textContent ?? "", upgrades: [])
                 socket.close()
             }
         }

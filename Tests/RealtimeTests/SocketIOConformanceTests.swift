@@ -9,7 +9,7 @@ import Testing
 struct SocketIOConformanceTests {
     /// The JSON of a CONNECT answer after `prefix` holds only a string `sid`.
     static func expectConnectAnswer(_ frame: TestWebSocket.Frame, prefix: String) throws {
-        guard let text = frame.text, text.hasPrefix(prefix) else {
+        guard let text = frame.textContent, text.hasPrefix(prefix) else {
             throw ProtocolMismatch("expected \(prefix)…, got \(frame)")
         }
         let answer = try JSONValue.parse(String(text.dropFirst(prefix.count)))
@@ -35,7 +35,7 @@ struct SocketIOConformanceTests {
             #expect(try await server.request(.POST, server.pollingURL()).status == 400)
             #expect(try await server.request(.PUT, server.pollingURL()).status == 400)
             try await withTestWebSocket(server.webSocketURL()) { socket in
-                try EngineIOConformanceTests.checkOpenPacket(try await socket.next().text ?? "", upgrades: [])
+                try EngineIOConformanceTests.checkOpenPacket(try await socket.next().textContent ?? "", upgrades: [])
             }
         }
     }
@@ -157,7 +157,7 @@ struct SocketIOConformanceTests {
             try await connectedSocket(server) { (socket: TestWebSocket) async throws -> Void in
                 #expect(try await socket.next() == .text("2"))
                 socket.send("40/custom")
-                #expect(try await socket.next().text?.hasPrefix("40/custom,") == true)
+                #expect(try await socket.next().textContent?.hasPrefix("40/custom,") == true)
                 #expect(try await socket.next() == .text(#"42/custom,["auth",{}]"#))
                 socket.send("41/custom")
                 socket.send(#"42["message","message to main namespace"]"#)
@@ -239,7 +239,7 @@ func connectedSocket<Result: Sendable>(
     try await withTestWebSocket(server.webSocketURL()) { socket in
         _ = try await socket.next()
         socket.send("40")
-        #expect(try await socket.next().text?.hasPrefix("40") == true)
+        #expect(try await socket.next().textContent?.hasPrefix("40") == true)
         #expect(try await socket.next() == .text(#"42["auth",{}]"#))
         return try await body(socket)
     }

@@ -48,7 +48,7 @@ struct SocketIOServerAPITests {
             try await withTestWebSocket("ws://127.0.0.1:\(port)/socket.io/?EIO=4&transport=websocket") { socket in
                 _ = try await socket.next()
                 socket.send("40/limited,")
-                #expect(try await socket.next().text?.hasPrefix("40/limited,") == true)
+                #expect(try await socket.next().textContent?.hasPrefix("40/limited,") == true)
                 #expect(try await socket.next() == .text(#"42/limited,0["question","ready?"]"#))
                 socket.send(#"43/limited,0["yes"]"#)
                 #expect(try await recorder.events.next() == #"answer:"yes""#)
@@ -57,7 +57,7 @@ struct SocketIOServerAPITests {
                 }
                 #expect(try await socket.next() == .text(#"43/limited,1[{"n":1}]"#))
                 #expect(try await socket.next() == .text(#"43/limited,2[{"n":2}]"#))
-                let third = try await socket.next().text ?? ""
+                let third = try await socket.next().textContent ?? ""
                 #expect(third.hasPrefix("43/limited,3[{\"error\":{\"code\":\"RATE_LIMITED\""))
             }
             #expect(try await recorder.events.next() == "disconnected:transport close")
@@ -90,7 +90,7 @@ struct SocketIOServerAPITests {
                     }
                 }
             }
-            #expect(try await frames.next()?.text?.hasPrefix("40/limited,") == true)
+            #expect(try await frames.next()?.textContent?.hasPrefix("40/limited,") == true)
             try await eventually("the socket is counted") { realtime.socketIO.connectedSocketCount == 1 }
         }
         var rest: [TestWebSocket.Frame] = []

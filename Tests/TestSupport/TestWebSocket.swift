@@ -95,3 +95,11 @@ package func withTestWebSocket<Result: Sendable>(
         return try await body(socket)
     }
 }
+
+extension TestWebSocket.Frame {
+    /// The text of a text frame, or nil.
+    package var textContent: String? {
+        if case .text(let text) = self { return text }
+        return nil
+    }
+}

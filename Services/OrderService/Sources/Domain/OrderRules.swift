@@ -107,16 +107,15 @@ package enum OrderRules {
             guard let actor else { throw .forbidden("cancelling needs a user") }
             switch actor.role {
             case .admin:
-                break
-            case .vendor where actor.id == order.vendorId:
-                break
-            case .customer where actor.id == order.customerId:
-                // A customer cancels only before the rider has the order.
+                // Support may cancel an order on its way too.
+                try require(order, in: [.pendingVendorAcceptance, .preparing, .readyForPickup, .inTransit])
+            case .vendor where actor.id == order.vendorId, .customer where actor.id == order.customerId:
+                // The customer and the vendor cancel only before the rider has the order: a cancel racing the
+                // pickup loses or wins on the row lock, never both.
                 try require(order, in: [.pendingVendorAcceptance, .preparing, .readyForPickup])
             default:
                 throw .forbidden("only the order's customer, its vendor or an admin may cancel it")
             }
-            try require(order, in: [.pendingVendorAcceptance, .preparing, .readyForPickup, .inTransit])
             next.status = .cancelled
         case .assignRider(let rider):
             try require(order, in: [.preparing, .readyForPickup])

@@ -163,9 +163,9 @@ package struct PickupSagaSupervisor: Service {
     let logger: Logger
 
     package func run() async throws {
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
-                try await Task.sleep(for: interval)
+                guard (try? await Task.sleep(for: interval)) != nil else { return }
                 do {
                     _ = try await sagas.republishStalled(stepTimeout: stepTimeout)
                 } catch {
