@@ -104,6 +104,17 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "order-pickup-load",
+            dependencies: [
+                "Contracts", "Kafka", "ServiceKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/OrderPickupLoad",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "devtoken",
             dependencies: [
                 "ServiceKit",

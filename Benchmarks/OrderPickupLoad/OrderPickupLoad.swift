@@ -1,0 +1,145 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Contracts
+import Foundation
+import Kafka
+import Logging
+import NIOCore
+import ServiceKit
+import Synchronization
+
+/// Measures `POST /v1/orders/{id}/pickup` under concurrent load: prepares orders that are ready, assigned (by
+/// publishing Allocation's OfferAccepted) and arrived, then picks them all up from `concurrency` connections.
+@main
+struct OrderPickupLoad: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "order-pickup-load", abstract: "Pickup endpoint load test.")
+
+    @Option(help: "The order service.") var url = "http://127.0.0.1:8081"
+    @Option(help: "Kafka bootstrap servers (to publish accepted offers as Allocation would).") var kafka = "127.0.0.1:29092"
+    @Option(help: "Orders to prepare and pick up.") var orders = 3000
+    @Option(help: "Concurrent connections.") var concurrency = 32
+    @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
+    @Option(help: "Token issuer (the service's JWT_ISSUER).") var issuer = "https://auth.delivery.local"
+    @Option(help: "Token audience (the service's JWT_AUDIENCE).") var audience = "delivery-platform"
+
+    func run() async throws {
+        let tokens = try TokenIssuer.loadOrCreate(directory: URL(fileURLWithPath: keyDir), issuer: issuer, audience: audience)
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        let vendorId = "bench-vendor-\(suffix)"
+        let riderId = "bench-rider-\(suffix)"
+        let admin = try await tokens.token(userId: "bench-admin", role: .admin)
+        let vendor = try await tokens.token(userId: vendorId, role: .vendor)
+        let customer = try await tokens.token(userId: "bench-customer-\(suffix)", role: .customer)
+        let rider = try await tokens.token(userId: riderId, role: .rider, name: "Bench Rider")
+        var clientConfiguration = HTTPClient.Configuration()
+        clientConfiguration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+
+        func post(_ path: String, _ token: String, _ body: String? = nil) async throws -> (Int, Data) {
+            var request = HTTPClientRequest(url: url + path)
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: "Bearer \(token)")
+            if let body {
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(string: body))
+            }
+            let response = try await http.execute(request, timeout: .seconds(30))
+            return (Int(response.status.code), Data(buffer: try await response.body.collect(upTo: 1 << 20)))
+        }
+
+        _ = try await post(
+            "/v1/vendors", admin,
+            #"{"id":"\#(vendorId)","name":"Bench Kitchen","address":{"line1":"1 Bench St","area":"Indiranagar","lat":12.97,"lng":77.64}}"#
+        )
+        print("preparing \(orders) ready, assigned and arrived orders…")
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "bench")),
+            logger: Logger(label: "bench")
+        )
+        let ids = try await withThrowingTaskGroup(of: String.self) { group in
+            var ids: [String] = []
+            var started = 0
+            func add() {
+                group.addTask {
+                    let (status, body) = try await post(
+                        "/v1/orders", customer,
+                        #"{"vendorId":"\#(vendorId)","deliveryAddress":{"line1":"4 Lake View","area":"Koramangala","lat":12.93,"lng":77.62},"paymentMode":"prepaid","totalAmount":199,"requiresPhotoProof":false}"#
+                    )
+                    guard status == 201, let id = try JSONSerialization.jsonObject(with: body) as? [String: Any], let orderId = id["id"] as? String else {
+                        throw ValidationError("creating an order failed: \(status)")
+                    }
+                    _ = try await post("/v1/orders/\(orderId)/accept", vendor)
+                    _ = try await post("/v1/orders/\(orderId)/ready", vendor)
+                    let offer = EventEnvelope(
+                        aggregateId: orderId,
+                        payload: OfferAccepted(offerId: UUID().uuidString, orderId: orderId, rider: PersonRef(id: riderId, name: "Bench Rider"))
+                    )
+                    try await producer.send(topic: Topic.allocationEvents.rawValue, key: orderId, value: try ContractCoding.encode(offer))
+                    return orderId
+                }
+            }
+            while started < min(concurrency, orders) { add(); started += 1 }
+            for try await id in group {
+                ids.append(id)
+                if started < orders { add(); started += 1 }
+            }
+            return ids
+        }
+        // Arrival needs the assignment, which arrives through Kafka.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for chunk in stride(from: 0, to: ids.count, by: max(1, ids.count / concurrency)) {
+                let slice = Array(ids[chunk..<min(ids.count, chunk + max(1, ids.count / concurrency))])
+                group.addTask {
+                    for id in slice {
+                        var attempts = 0
+                        while try await post("/v1/orders/\(id)/arrived", rider).0 != 200 {
+                            attempts += 1
+                            if attempts > 600 { throw ValidationError("order \(id) never got its rider") }
+                            try await Task.sleep(for: .milliseconds(50))
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        await producer.close()
+
+        print("picking up \(ids.count) orders over \(concurrency) connections…")
+        let progress = PickupProgress()
+        let clock = ContinuousClock()
+        let start = clock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<concurrency {
+                group.addTask {
+                    while true {
+                        let index = progress.next.add(1, ordering: .relaxed).oldValue
+                        guard index < ids.count else { return }
+                        let began = clock.now
+                        let (status, _) = try await post("/v1/orders/\(ids[index])/pickup", rider)
+                        let elapsed = clock.now - began
+                        if status != 200 { progress.failures.add(1, ordering: .relaxed) }
+                        progress.latencies.withLock { $0.append(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000) }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let total = clock.now - start
+        try await http.shutdown()
+        let sorted = progress.latencies.withLock { $0 }.sorted()
+        func percentile(_ p: Double) -> String { String(format: "%.2f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) }
+        let seconds = Double(total.components.seconds) + Double(total.components.attoseconds) / 1e18
+        print(
+            "pickups: \(sorted.count) in \(String(format: "%.2f", seconds)) s = \(String(format: "%.0f", Double(sorted.count) / seconds)) req/s, "
+                + "failures \(progress.failures.load(ordering: .relaxed)); latency ms p50 \(percentile(0.5)), p95 \(percentile(0.95)), "
+                + "p99 \(percentile(0.99)), max \(String(format: "%.2f", sorted.last ?? 0))"
+        )
+    }
+}
+
+/// Shared by the pickup workers.
+final class PickupProgress: Sendable {
+    let next = Atomic<Int>(0)
+    let failures = Atomic<Int>(0)
+    let latencies = Mutex<[Double]>([])
+}
