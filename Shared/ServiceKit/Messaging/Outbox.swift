@@ -19,14 +19,17 @@ package struct Outbox: Sendable {
         let payload = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
         let topic = Payload.topic.rawValue
         let messageKey = key ?? envelope.aggregateId
+        // One round trip: the row, and the NOTIFY (delivered on commit only, once per transaction however many
+        // rows were written).
         try await connection.query(
             """
-            INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
-            VALUES (\(envelope.eventId), \(topic), \(messageKey), \(envelope.type), \(payload))
+            WITH written AS (
+                INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
+                VALUES (\(envelope.eventId), \(topic), \(messageKey), \(envelope.type), \(payload)) RETURNING id
+            )
+            SELECT pg_notify(\(channel), '') FROM written
             """, logger: logger
         )
-        // Delivered on commit only, and once per transaction however many rows were written.
-        try await connection.query("SELECT pg_notify(\(channel), '')", logger: logger)
     }
 
     /// Adds an already encoded envelope (e.g. an event republished with its original id).
