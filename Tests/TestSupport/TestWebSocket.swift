@@ -49,8 +49,10 @@ package final class TestWebSocket: Sendable {
 }
 
 /// Opens a WebSocket to `url` for the duration of `body`.
+/// - Parameter answerPings: answer Engine.IO pings (`2`) with pongs (`3`) and do not queue them, so a slow
+///   (loaded) test never loses its session to the heartbeat.
 package func withTestWebSocket<Result: Sendable>(
-    _ url: String, _ body: @Sendable (TestWebSocket) async throws -> Result
+    _ url: String, answerPings: Bool = false, _ body: @Sendable (TestWebSocket) async throws -> Result
 ) async throws -> Result {
     let frames = AsyncQueue<TestWebSocket.Frame>()
     let (commands, commandSink) = AsyncStream.makeStream(of: TestWebSocket.Command.self)
@@ -77,6 +79,7 @@ package func withTestWebSocket<Result: Sendable>(
                         }
                         for try await message in inbound.messages(maxSize: 8 << 20) {
                             switch message {
+                            case .text("2") where answerPings: commandSink.yield(.text("3"))
                             case .text(let text): frames.push(.text(text))
                             case .binary(let buffer): frames.push(.binary(Array(buffer: buffer)))
                             }
