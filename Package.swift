@@ -1,4 +1,5 @@
 // swift-tools-version:6.1
+import Foundation
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -210,6 +211,7 @@ func services(_ list: [(library: String, executable: String)]) -> [Target] {
                     .product(name: "PostgresNIO", package: "postgres-nio"),
                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 ],
+                exclude: ["python"].filter { FileManager.default.fileExists(atPath: "\(Context.packageDirectory)/Tests/\(service.library)Tests/\($0)") },
                 swiftSettings: swiftSettings
             ),
         ]

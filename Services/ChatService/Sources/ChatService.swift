@@ -1,6 +1,10 @@
+import Contracts
 import Foundation
 import Hummingbird
+import Logging
+import Realtime
 import ServiceKit
+import ServiceLifecycle
 
 /// Customer and rider chat for an active order (CUS-032).
 package enum ChatService: ServiceDefinition {
@@ -15,6 +19,91 @@ package enum ChatService: ServiceDefinition {
     package static func makeApplication(platform: ServicePlatform, environment: ServiceEnvironment) async throws
         -> ServiceApplication
     {
-        platform.makeApplication(router: platform.makeRouter())
+        var platform = platform
+        let settings = try ChatSettings(environment: environment)
+        let store = ChatStore(logger: platform.logger)
+        let realtime = try await platform.makeRealtimeServer(environment: environment)
+        let namespace = realtime.namespace("/chat")
+        namespace.requireToken(platform.verifier, roles: [.customer, .rider, .admin])
+        namespace.rateLimit = settings.rateLimit
+        let handlers = ChatHandlers(
+            database: platform.database, store: store, outbox: platform.outbox, namespace: namespace, settings: settings,
+            instanceId: realtime.socketIO.instanceId, delivered: RecentIds(), logger: platform.logger
+        )
+        namespace.on("join", ChatHandlers.JoinRequest.self) { socket, request in try await handlers.join(socket, request) }
+        namespace.on("leave", ChatHandlers.JoinRequest.self) { socket, request in try await handlers.leave(socket, request) }
+        namespace.on("message", ChatHandlers.SendRequest.self) { socket, request in try await handlers.send(socket, request) }
+        let database = platform.database
+        namespace.onDisconnect { socket, _ in
+            try? await database.withConnection { try await store.leave(socketId: socket.id, on: $0) }
+        }
+
+        platform.addConsumer(name: "chat-rooms", topics: [.ordersEvents]) { event, connection in
+            try await handlers.project(event, on: connection)
+        }
+        platform.addStreamConsumer(name: "chat-fanout", topics: [.chatMessages]) { event in try await handlers.fanOut(event) }
+        platform.addStreamConsumer(name: "chat-access", topics: [.ordersEvents]) { event in try await handlers.revoke(event) }
+        platform.addService(
+            PresenceRefresher(
+                database: platform.database, store: store, instanceId: realtime.socketIO.instanceId,
+                interval: settings.presenceFreshness / 3, staleAfter: settings.presenceFreshness, logger: platform.logger
+            )
+        )
+
+        let router = platform.makeRouter()
+        let api = router.group("v1").add(middleware: platform.authentication)
+        ChatRoutes(database: platform.database, store: store, settings: settings).register(on: api)
+        return platform.makeApplication(router: router, realtime: realtime)
+    }
+}
+
+/// Chat's settings.
+package struct ChatSettings: Sendable {
+    /// `CHAT_RATE_LIMIT_PER_SECOND` (default 5) and `CHAT_RATE_LIMIT_BURST` (default 10): events per socket.
+    package var rateLimit: SocketIORateLimit
+    /// `CHAT_QUICK_REPLIES_FILE`: the templates, JSON `{"customer":[{id,text}],"rider":[...]}`; built-in ones otherwise.
+    package var quickReplies: QuickReplies
+    /// How long a socket counts as present in its room without a refresh (its instance refreshes it).
+    package var presenceFreshness: Duration = .seconds(90)
+
+    package init(environment: ServiceEnvironment) throws {
+        rateLimit = SocketIORateLimit(
+            eventsPerSecond: try environment.double("CHAT_RATE_LIMIT_PER_SECOND", default: 5, in: 0.1...10_000),
+            burst: try environment.int("CHAT_RATE_LIMIT_BURST", default: 10, in: 1...100_000)
+        )
+        if let path = environment.optional("CHAT_QUICK_REPLIES_FILE") {
+            do {
+                quickReplies = try ContractCoding.decode(QuickReplies.self, from: try Data(contentsOf: URL(fileURLWithPath: path)))
+            } catch {
+                throw ConfigurationError(variable: "CHAT_QUICK_REPLIES_FILE", problem: "\(path) is not a quick-replies JSON file: \(error)")
+            }
+        } else {
+            quickReplies = .standard
+        }
+    }
+}
+
+/// Keeps this instance's presence rows fresh and drops those of instances that went away.
+struct PresenceRefresher: Service {
+    let database: Database
+    let store: ChatStore
+    let instanceId: String
+    let interval: Duration
+    let staleAfter: Duration
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                guard (try? await Task.sleep(for: interval)) != nil else { return }
+                do {
+                    try await database.withConnection {
+                        try await store.refreshPresence(instanceId: instanceId, staleAfter: staleAfter, on: $0)
+                    }
+                } catch {
+                    logger.warning("could not refresh chat presence", metadata: ["error": "\(error)"])
+                }
+            }
+        }
     }
 }

@@ -77,6 +77,12 @@ package enum JSONValue: Sendable, Equatable, CustomStringConvertible {
         return object[key]
     }
 
+    /// Element `index` if this is an array that long.
+    package subscript(index: Int) -> JSONValue? {
+        guard case .array(let values) = self, values.indices.contains(index) else { return nil }
+        return values[index]
+    }
+
     package var stringValue: String? {
         if case .string(let text) = self { return text }
         return nil

@@ -1,0 +1,163 @@
+import Contracts
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+/// The chat schema's SQL. Writes take the caller's connection so they join its transaction.
+package struct ChatStore: Sendable {
+    let logger: Logger
+
+    package init(logger: Logger) { self.logger = logger }
+
+    // MARK: Rooms (the projection of orders.events)
+
+    /// The room of a new order: waiting for a rider.
+    package func openRoom(orderId: String, customerId: String, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            INSERT INTO chat_rooms (order_id, customer_id, status) VALUES (\(orderId), \(customerId), 'waiting_for_rider')
+            ON CONFLICT (order_id) DO NOTHING
+            """, logger: logger
+        )
+    }
+
+    /// Sets the room's rider (opening it unless closed); returns the rider it had before.
+    package func assign(_ rider: PersonRef, orderId: String, customerId: String, on connection: PostgresConnection) async throws
+        -> PersonRef?
+    {
+        try await openRoom(orderId: orderId, customerId: customerId, on: connection)
+        let previous = try await room(orderId, forUpdate: true, on: connection)?.rider
+        try await connection.query(
+            """
+            UPDATE chat_rooms SET rider_id = \(rider.id), rider_name = \(rider.name),
+                   status = CASE WHEN status = 'closed' THEN 'closed' ELSE 'open' END, updated_at = now()
+            WHERE order_id = \(orderId)
+            """, logger: logger
+        )
+        return previous
+    }
+
+    /// Closes the room with a system message; nil if it was already closed (or never existed).
+    package func close(orderId: String, customerId: String, reason: String, on connection: PostgresConnection) async throws
+        -> ChatMessageView?
+    {
+        try await openRoom(orderId: orderId, customerId: customerId, on: connection)
+        let rows = try await connection.query(
+            """
+            UPDATE chat_rooms SET status = 'closed', closed_reason = \(reason), closed_at = now(), updated_at = now()
+            WHERE order_id = \(orderId) AND status <> 'closed' RETURNING order_id
+            """, logger: logger
+        )
+        var closed = false
+        for try await _ in rows { closed = true }
+        guard closed else { return nil }
+        return try await insert(
+            orderId: orderId, senderId: nil, senderRole: "system", senderName: "System", text: ChatLimits.closedText,
+            quickReplyId: nil, clientMessageId: nil, on: connection
+        ).message
+    }
+
+    package func room(_ orderId: String, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> ChatRoom? {
+        var query: PostgresQuery = "SELECT order_id, customer_id, rider_id, rider_name, status FROM chat_rooms WHERE order_id = \(orderId)"
+        if forUpdate { query.sql += " FOR UPDATE" }
+        let rows = try await connection.query(query, logger: logger)
+        for try await (orderId, customerId, riderId, riderName, status) in rows.decode((String, String, String?, String?, String).self) {
+            return ChatRoom(
+                orderId: orderId, customerId: customerId, rider: riderId.map { PersonRef(id: $0, name: riderName ?? "") },
+                status: ChatRoom.Status(rawValue: status) ?? .closed
+            )
+        }
+        return nil
+    }
+
+    // MARK: Messages
+
+    /// Stores a message; a repeated client message id returns the first message instead (`isNew` false).
+    package func insert(
+        orderId: String, senderId: String?, senderRole: String, senderName: String, text: String, quickReplyId: String?,
+        clientMessageId: String?, on connection: PostgresConnection
+    ) async throws -> (message: ChatMessageView, isNew: Bool) {
+        let rows = try await connection.query(
+            """
+            INSERT INTO chat_messages (order_id, sender_id, sender_role, sender_name, text, quick_reply_id, client_message_id)
+            VALUES (\(orderId), \(senderId), \(senderRole), \(senderName), \(text), \(quickReplyId), \(clientMessageId))
+            ON CONFLICT (order_id, sender_id, client_message_id) WHERE client_message_id IS NOT NULL DO NOTHING
+            RETURNING id, order_id, sender_id, sender_role, sender_name, text, sent_at, client_message_id
+            """, logger: logger
+        )
+        for try await row in rows.decode((Int64, String, String?, String, String, String, Date, String?).self) {
+            return (Self.view(row), true)
+        }
+        let existing = try await connection.query(
+            """
+            SELECT id, order_id, sender_id, sender_role, sender_name, text, sent_at, client_message_id FROM chat_messages
+            WHERE order_id = \(orderId) AND sender_id = \(senderId) AND client_message_id = \(clientMessageId)
+            """, logger: logger
+        )
+        for try await row in existing.decode((Int64, String, String?, String, String, String, Date, String?).self) {
+            return (Self.view(row), false)
+        }
+        throw APIError(.internalServerError, code: .internalError, message: "the message was neither stored nor found")
+    }
+
+    /// Messages of a room, newest first, before `before` (a message id) when given.
+    package func messages(orderId: String, before: Int64?, limit: Int, on connection: PostgresConnection) async throws
+        -> [ChatMessageView]
+    {
+        let rows = try await connection.query(
+            """
+            SELECT id, order_id, sender_id, sender_role, sender_name, text, sent_at, client_message_id FROM chat_messages
+            WHERE order_id = \(orderId) AND id < \(before ?? Int64.max) ORDER BY id DESC LIMIT \(limit)
+            """, logger: logger
+        )
+        var messages: [ChatMessageView] = []
+        for try await row in rows.decode((Int64, String, String?, String, String, String, Date, String?).self) {
+            messages.append(Self.view(row))
+        }
+        return messages
+    }
+
+    private static func view(_ row: (Int64, String, String?, String, String, String, Date, String?)) -> ChatMessageView {
+        ChatMessageView(
+            id: String(row.0), orderId: row.1, senderId: row.2, senderRole: row.3, senderName: row.4, text: row.5, sentAt: row.6,
+            clientMessageId: row.7
+        )
+    }
+
+    // MARK: Presence
+
+    package func enter(socketId: String, orderId: String, userId: String, instanceId: String, on connection: PostgresConnection)
+        async throws
+    {
+        try await connection.query(
+            """
+            INSERT INTO chat_presence (socket_id, order_id, user_id, instance_id) VALUES (\(socketId), \(orderId), \(userId), \(instanceId))
+            ON CONFLICT (socket_id) DO UPDATE SET order_id = excluded.order_id, seen_at = now()
+            """, logger: logger
+        )
+    }
+
+    package func leave(socketId: String, on connection: PostgresConnection) async throws {
+        try await connection.query("DELETE FROM chat_presence WHERE socket_id = \(socketId)", logger: logger)
+    }
+
+    /// Whether `userId` has a socket in the room on any instance seen within `freshness`.
+    package func isPresent(userId: String, orderId: String, freshness: Duration, on connection: PostgresConnection) async throws -> Bool {
+        let cutoff = Date().addingTimeInterval(-Double(freshness.components.seconds))
+        let rows = try await connection.query(
+            """
+            SELECT 1 FROM chat_presence WHERE order_id = \(orderId) AND user_id = \(userId) AND seen_at > \(cutoff) LIMIT 1
+            """, logger: logger
+        )
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// Keeps this instance's presence rows fresh (and forgets those of instances that stopped refreshing).
+    package func refreshPresence(instanceId: String, staleAfter: Duration, on connection: PostgresConnection) async throws {
+        try await connection.query("UPDATE chat_presence SET seen_at = now() WHERE instance_id = \(instanceId)", logger: logger)
+        let cutoff = Date().addingTimeInterval(-Double(staleAfter.components.seconds))
+        try await connection.query("DELETE FROM chat_presence WHERE seen_at < \(cutoff)", logger: logger)
+    }
+}

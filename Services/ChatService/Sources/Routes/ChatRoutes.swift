@@ -1,0 +1,66 @@
+import Contracts
+import Foundation
+import Hummingbird
+import ServiceKit
+
+/// Chat history and quick replies over HTTP.
+struct ChatRoutes: Sendable {
+    let database: Database
+    let store: ChatStore
+    let settings: ChatSettings
+
+    struct History: Codable, Sendable, ResponseEncodable {
+        var orderId: String
+        /// Newest first.
+        var messages: [ChatMessageView]
+        /// Pass as `before` for the next (older) page; absent on the last page.
+        var nextBefore: String?
+    }
+
+    struct Replies: Codable, Sendable, ResponseEncodable {
+        var role: Role
+        var replies: [QuickReply]
+    }
+
+    func register(on api: RouterGroup<ServiceRequestContext>) {
+        api.get("orders/:orderId/chat/messages") { request, context in try await history(request, context) }
+        api.get("chat/quick-replies") { request, context in try quickReplies(request, context) }
+    }
+
+    func history(_ request: Request, _ context: ServiceRequestContext) async throws -> History {
+        let identity = try context.requireIdentity()
+        let orderId = try Validate.identifier(try context.parameters.require("orderId"), "orderId")
+        let limitText = request.uri.queryParameters.get("limit")
+        let limit = limitText.flatMap(Int.init) ?? ChatLimits.joinHistory
+        guard (1...100).contains(limit), limitText == nil || Int(limitText!) != nil else {
+            throw APIError.validation("'limit' must be a whole number from 1 to 100")
+        }
+        var before: Int64?
+        if let text = request.uri.queryParameters.get("before") {
+            guard let value = Int64(text), value > 0 else { throw APIError.validation("'before' must be a message id") }
+            before = value
+        }
+        return try await database.withConnection { connection in
+            guard let room = try await store.room(orderId, on: connection) else { throw APIError.notFound("no chat for order \(orderId)") }
+            guard room.access(for: identity.userId, role: identity.role) != .none else {
+                throw APIError.forbidden("only the order's customer, its current rider and admins read its chat")
+            }
+            let page = try await store.messages(orderId: orderId, before: before, limit: limit, on: connection)
+            return History(orderId: orderId, messages: page, nextBefore: page.count == limit ? page.last?.id : nil)
+        }
+    }
+
+    func quickReplies(_ request: Request, _ context: ServiceRequestContext) throws -> Replies {
+        let identity = try context.requireIdentity()
+        let role: Role
+        if let text = request.uri.queryParameters.get("role") {
+            guard let value = Role(rawValue: text), value == .customer || value == .rider else {
+                throw APIError.validation("'role' must be customer or rider")
+            }
+            role = value
+        } else {
+            role = identity.role == .rider ? .rider : .customer
+        }
+        return Replies(role: role, replies: settings.quickReplies.replies(for: role))
+    }
+}

@@ -1,0 +1,204 @@
+import ChatService
+import Contracts
+import Foundation
+import Kafka
+import Realtime
+import ServiceKit
+import ServiceLifecycle
+import Synchronization
+import TestSupport
+import Testing
+
+/// CUS-032 against the real chat service, Postgres and broker, with two (and more) python-socketio clients.
+@Suite("Chat service (CUS-032)", .timeLimit(.minutes(3)))
+struct ChatServiceTests {
+    /// One chat service for the suite.
+    final class Harness: Sendable {
+        let port: Int
+        private static let shared = Mutex<Task<Harness, any Error>?>(nil)
+
+        init(port: Int) { self.port = port }
+
+        static func get() async throws -> Harness {
+            let task = shared.withLock { task in
+                if let task { return task }
+                let created = Task { try await Harness.start() }
+                task = created
+                return created
+            }
+            return try await task.value
+        }
+
+        private static func start() async throws -> Harness {
+            let environment = try testServiceEnvironment(
+                schema: uniqueName("chat"), extra: ["CHAT_RATE_LIMIT_PER_SECOND": "50", "CHAT_RATE_LIMIT_BURST": "50"]
+            )
+            let app = try await ChatService.buildApplication(
+                configuration: try ChatService.configuration(environment: environment), environment: environment,
+                logger: TestInfrastructure.logger("chat-service")
+            )
+            let group = ServiceGroup(configuration: .init(services: app.services, gracefulShutdownSignals: [], logger: app.logger))
+            Task { try await group.run() }
+            let client = ServiceClient(port: app.port)
+            try await eventually(timeout: .seconds(30), "the chat service ready") { (try? await client.get("/ready").status) == 200 }
+            // The consumers join their groups in the background; give them the few seconds Tansu needs.
+            try await Task.sleep(for: .seconds(4))
+            return Harness(port: app.port)
+        }
+
+        /// Runs a scenario of chat_scenarios.py with `config` (plus the service's and broker's addresses).
+        func scenario(_ name: String, _ config: [String: String]) async throws -> JSONValue {
+            var config = config
+            config["url"] = "http://127.0.0.1:\(port)"
+            config["http"] = "http://127.0.0.1:\(port)"
+            config["brokers"] = try TestInfrastructure.kafkaBrokers()
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("python/chat_scenarios.py")
+            let json = String(decoding: try JSONEncoder().encode(config), as: UTF8.self)
+            let process = try ChildProcess(executable: try TestInfrastructure.python(), arguments: [script.path, name, json])
+            let status = await process.exitStatus()
+            guard status == 0, let line = process.output.split(separator: "\n").last(where: { $0.hasPrefix("{") }) else {
+                throw ScenarioFailed(description: "\(name) exited \(status): \(process.output)")
+            }
+            return try JSONValue.parse(String(line))
+        }
+    }
+
+    struct ScenarioFailed: Error, CustomStringConvertible { var description: String }
+
+    static func code(_ answer: JSONValue?) -> String? { answer?["error"]?["code"]?.stringValue }
+
+    @Test("customer and rider chat both ways, with quick replies, limits, resends; strangers and admins kept out; closing on delivery")
+    func conversation() async throws {
+        let harness = try await Harness.get()
+        let (customerId, riderId) = (uniqueName("customer"), uniqueName("rider"))
+        let result = try await harness.scenario(
+            "conversation",
+            [
+                "orderId": UUID().uuidString.lowercased(), "customerId": customerId, "riderId": riderId,
+                "customerToken": try await TestAuth.token(customerId, .customer, name: "Asha"),
+                "riderToken": try await TestAuth.token(riderId, .rider, name: "Ravi"),
+                "strangerToken": try await TestAuth.token(uniqueName("customer"), .customer),
+                "adminToken": try await TestAuth.token(uniqueName("admin"), .admin),
+            ]
+        )
+        // AC-005: no chat before a rider is assigned; BR-CHAT-001: only the two parties.
+        #expect(Self.code(result["join_before_rider"]) == "CHAT_NOT_AVAILABLE")
+        #expect(result["customer_join"]?["ok"] == .bool(true))
+        #expect(result["customer_join"]?["readOnly"] == .bool(false))
+        #expect(result["customer_join"]?["rider"] == .object(JSONObject([("id", .string(riderId)), ("name", .string("Ravi"))])))
+        #expect(Self.code(result["stranger_join"]) == "FORBIDDEN")
+        #expect(result["rider_join"]?["ok"] == .bool(true))
+        // AC-002: both ways, in real time.
+        #expect(result["hello_ack"]?["status"] == .string("sent"))
+        #expect(result["rider_got"]?[0]?["text"] == .string("Hello Ravi"))
+        #expect(result["rider_got"]?[0]?["senderName"] == .string("Asha"))
+        #expect(result["rider_got"]?[0]?["senderRole"] == .string("customer"))
+        #expect(result["customer_got"]?[0]?["text"] == .string("On my way!"))
+        // AC-007: quick reply.
+        #expect(result["rider_got_quick"]?[1]?["text"] == .string("Please leave it at the door"))
+        // Limits.
+        #expect(result["exactly_500"]?["status"] == .string("sent"))
+        #expect(Self.code(result["too_long"]) == "MESSAGE_TOO_LONG")
+        #expect(Self.code(result["empty"]) == "EMPTY_MESSAGE")
+        // AC-006: the app's resend returns the first ack and stores nothing new.
+        #expect(result["resend_ack"]?["id"] == result["hello_ack"]?["id"])
+        guard case .array(let riderMessages) = result["rider_messages"] else { throw ScenarioFailed(description: "no rider messages") }
+        #expect(riderMessages.filter { $0["clientMessageId"] == .string("c-1") }.count == 1)
+        #expect(Self.code(result["stranger_send"]) == "FORBIDDEN")
+        // Scrolling up: every message exactly once.
+        guard case .array(let pages) = result["history"]?["pages"] else { throw ScenarioFailed(description: "no history") }
+        let ids = pages.flatMap { page -> [String] in
+            guard case .array(let ids) = page else { return [] }
+            return ids.compactMap(\.stringValue)
+        }
+        // Hello, On my way, the quick reply, the 500 characters, and seven updates.
+        #expect(ids.count == 11, "\(ids)")
+        #expect(Set(ids).count == ids.count)
+        #expect(ids == ids.sorted { Int($0)! > Int($1)! })
+        // AC-004 / BR-CHAT-002: delivered closes the chat; history stays readable.
+        #expect(result["customer_closed"]?[0]?["text"] == .string("This chat is now closed"))
+        #expect(result["rider_closed"]?[0]?["orderId"] != nil)
+        #expect(Self.code(result["send_after_close"]) == "CHAT_CLOSED")
+        #expect(result["history_after_close"]?["texts"]?[0] == .string("This chat is now closed"))
+        #expect(result["rejoin_after_close"]?["readOnly"] == .bool(true))
+        // BR-CHAT-003: admins read, never write.
+        #expect(result["admin_join"]?["readOnly"] == .bool(true))
+        #expect(Self.code(result["admin_send"]) == "FORBIDDEN")
+        #expect(result["admin_history"]?["status"] == .number("200"))
+        #expect(result["stranger_history"]?["status"] == .number("403"))
+    }
+
+    @Test("a re-assigned rider loses the room at once; the new one gains it")
+    func reassignment() async throws {
+        let harness = try await Harness.get()
+        let (customerId, riderId, newRiderId) = (uniqueName("customer"), uniqueName("rider"), uniqueName("rider"))
+        let result = try await harness.scenario(
+            "reassign",
+            [
+                "orderId": UUID().uuidString.lowercased(), "customerId": customerId, "riderId": riderId, "newRiderId": newRiderId,
+                "customerToken": try await TestAuth.token(customerId, .customer, name: "Asha"),
+                "riderToken": try await TestAuth.token(riderId, .rider, name: "Ravi"),
+                "newRiderToken": try await TestAuth.token(newRiderId, .rider, name: "Ria"),
+            ]
+        )
+        #expect(result["old_join"]?["ok"] == .bool(true))
+        #expect(result["revoked"]?[0]?["orderId"] != nil)
+        #expect(Self.code(result["old_send"]) == "FORBIDDEN")
+        #expect(result["new_join"]?["ok"] == .bool(true))
+        #expect(result["new_join"]?["rider"]?["id"] == .string(newRiderId))
+        #expect(result["new_got"]?[0]?["text"] == .string("Hi Ria"))
+        #expect(result["old_got"] == .array([]))
+    }
+
+    @Test("a recipient with no socket in the room gets a push with the sender's name, a preview and a deep link; cancelling closes")
+    func offlineRecipientPush() async throws {
+        let harness = try await Harness.get()
+        let (customerId, riderId) = (uniqueName("customer"), uniqueName("rider"))
+        let orderId = UUID().uuidString.lowercased()
+        let result = try await harness.scenario(
+            "offline",
+            [
+                "orderId": orderId, "customerId": customerId, "riderId": riderId,
+                "customerToken": try await TestAuth.token(customerId, .customer, name: "Asha"),
+            ]
+        )
+        #expect(result["ack"]?["status"] == .string("sent"))
+        #expect(result["closed"]?[0]?["text"] == .string("This chat is now closed"))
+        let consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [try TestInfrastructure.kafkaBrokers()], clientId: "chat-tests"),
+                groupId: uniqueName("reader")
+            ),
+            topics: [Topic.notificationsRequests.rawValue], logger: TestInfrastructure.logger("chat-tests")
+        )
+        let push = try await withTimeout(.seconds(30)) { () -> PushRequested? in
+            for try await message in consumer.messages where message.keyString == riderId {
+                if let push = try? EventCatalog.decode(message.value).payload(as: PushRequested.self) { return push }
+            }
+            return nil
+        }
+        await consumer.close()
+        let request = try #require(push)
+        #expect(request.kind == "chat_message")
+        #expect(request.title == "Asha")
+        #expect(request.body == "Please leave it with the guard at the gate")
+        #expect(request.data["link"] == "app://orders/\(orderId)/chat")
+        #expect(request.priority == .high)
+    }
+
+    @Test("quick replies by role; history needs a party; limits are checked")
+    func restRoutes() async throws {
+        let harness = try await Harness.get()
+        let client = ServiceClient(port: harness.port)
+        let customer = try await TestAuth.token(uniqueName("customer"), .customer)
+        let replies = try await client.get("/v1/chat/quick-replies?role=rider", token: customer)
+        #expect(replies.status == 200)
+        #expect(replies.text.contains("I have arrived"))
+        #expect(try await client.get("/v1/chat/quick-replies", token: customer).text.contains("Please leave it at the door"))
+        #expect(try await client.get("/v1/chat/quick-replies?role=vendor", token: customer).errorCode == "VALIDATION_FAILED")
+        #expect(try await client.get("/v1/chat/quick-replies").status == 401)
+        #expect(try await client.get("/v1/orders/\(UUID().uuidString)/chat/messages", token: customer).status == 404)
+        #expect(try await client.get("/v1/orders/x/chat/messages?limit=1000", token: customer).errorCode == "VALIDATION_FAILED")
+        #expect(try await client.get("/v1/orders/x/chat/messages?before=abc", token: customer).errorCode == "VALIDATION_FAILED")
+    }
+}
