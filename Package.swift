@@ -116,6 +116,17 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "chat-load",
+            dependencies: [
+                "Contracts", "Kafka", "ServiceKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/ChatLoad",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "devtoken",
             dependencies: [
                 "ServiceKit",

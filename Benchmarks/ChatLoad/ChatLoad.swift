@@ -1,0 +1,237 @@
+import ArgumentParser
+import Contracts
+import Foundation
+import HummingbirdWSClient
+import Kafka
+import Logging
+import NIOCore
+import ServiceKit
+import Synchronization
+
+/// Chat load: ROOMS orders with a customer and a rider each (their lifecycle published on orders.events as the
+/// order service would), both connected over the raw Socket.IO protocol; measures join-with-history and
+/// client-to-client delivery at a message rate.
+@main
+struct ChatLoad: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "chat-load", abstract: "Chat service load test.")
+
+    @Option(help: "The chat service's Socket.IO endpoint.") var url = "ws://127.0.0.1:8082/socket.io/?EIO=4&transport=websocket"
+    @Option(help: "Kafka bootstrap servers.") var kafka = "127.0.0.1:29092"
+    @Option(help: "Concurrent rooms (two sockets each).") var rooms = 1000
+    @Option(help: "Messages per second.") var rate = 500
+    @Option(help: "Seconds of messages.") var seconds = 20
+    @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
+
+    func run() async throws {
+        let logger = Logger(label: "chat-load")
+        let issuer = try TokenIssuer.loadOrCreate(
+            directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local", audience: "delivery-platform"
+        )
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "chat-load")),
+            logger: logger
+        )
+        let run = UUID().uuidString.prefix(8).lowercased()
+        var parties: [(order: String, customer: String, rider: String)] = []
+        for index in 0..<rooms {
+            let order = UUID().uuidString.lowercased()
+            let (customer, rider) = ("load-c-\(run)-\(index)", "load-r-\(run)-\(index)")
+            parties.append((order, customer, rider))
+            let address = Address(line1: "4 Lake View", area: "Koramangala", lat: 12.93, lng: 77.62)
+            let created = EventEnvelope(
+                aggregateId: order,
+                payload: OrderCreated(
+                    orderId: order, customerId: customer, vendor: VendorRef(id: "v", name: "Bench", address: address), deliveryAddress: address,
+                    paymentMode: .cash, totalAmount: 100, requiresPhotoProof: false
+                )
+            )
+            let assigned = EventEnvelope(
+                aggregateId: order,
+                payload: RiderAssigned(orderId: order, customerId: customer, vendorId: "v", offerId: nil, rider: PersonRef(id: rider, name: "Rider \(index)"))
+            )
+            try await producer.send(topic: Topic.ordersEvents.rawValue, key: order, value: try ContractCoding.encode(created))
+            try await producer.send(topic: Topic.ordersEvents.rawValue, key: order, value: try ContractCoding.encode(assigned))
+        }
+        print("published \(rooms) orders with riders; connecting \(rooms * 2) sockets…")
+        let joins = Samples()
+        let deliveries = Samples()
+        let sockets = SocketDirectory()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var opened = 0
+            for party in parties {
+                for (user, role) in [(party.customer, Role.customer), (party.rider, Role.rider)] {
+                    let token = try await issuer.token(userId: user, role: role, name: role == .customer ? "Customer" : "Rider")
+                    let (ready, signal) = AsyncStream.makeStream(of: Void.self)
+                    group.addTask {
+                        await ChatSocket.run(
+                            url: url, token: token, orderId: party.order, user: user, joins: joins, deliveries: deliveries,
+                            directory: sockets, ready: signal, logger: logger
+                        )
+                    }
+                    opened += 1
+                    if opened % 200 == 0 { for await _ in ready { break } }
+                }
+            }
+            try await eventually(seconds: 120) { sockets.joinedCount >= rooms * 2 }
+            print("joined \(sockets.joinedCount) sockets; join with history: \(joins.summary())")
+            let senders = sockets.all
+            let clock = ContinuousClock()
+            var deadline = clock.now
+            var sent = 0
+            for tick in 0..<(seconds * 100) {
+                let due = rate * (tick + 1) / 100 - rate * tick / 100
+                for _ in 0..<due {
+                    senders[Int.random(in: 0..<senders.count)].sendMessage()
+                    sent += 1
+                }
+                deadline = deadline.advanced(by: .milliseconds(10))
+                try await Task.sleep(until: deadline, clock: clock)
+            }
+            try await Task.sleep(for: .seconds(2))
+            print("messages: sent \(sent), delivered \(deliveries.count); delivery latency \(deliveries.summary())")
+            // Join with history again, steady state: 50 joins a second from connected sockets.
+            let rejoins = Samples()
+            for index in 0..<min(500, senders.count) {
+                senders[index].sendJoin(recorder: rejoins)
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            try await Task.sleep(for: .seconds(1))
+            print("join with history at 50 joins/s: \(rejoins.summary())")
+            sockets.closeAll()
+            group.cancelAll()
+        }
+        await producer.close()
+    }
+
+    func eventually(seconds: Int, _ condition: () -> Bool) async throws {
+        for _ in 0..<(seconds * 10) {
+            if condition() { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw ValidationError("timed out")
+    }
+}
+
+/// Latency samples in milliseconds.
+final class Samples: Sendable {
+    private let values = Mutex<[Double]>([])
+    var count: Int { values.withLock { $0.count } }
+    func add(_ milliseconds: Double) { values.withLock { $0.append(milliseconds) } }
+    func summary() -> String {
+        let sorted = values.withLock { $0 }.sorted()
+        guard !sorted.isEmpty else { return "no samples" }
+        func at(_ p: Double) -> String { String(format: "%.2f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) }
+        return "p50 \(at(0.5)) ms, p95 \(at(0.95)) ms, p99 \(at(0.99)) ms, max \(String(format: "%.2f", sorted.last!)) ms (n=\(sorted.count))"
+    }
+}
+
+/// The joined sockets, to pick senders from.
+final class SocketDirectory: Sendable {
+    private let sockets = Mutex<[ChatSocketHandle]>([])
+    var joinedCount: Int { sockets.withLock { $0.count } }
+    var all: [ChatSocketHandle] { sockets.withLock { $0 } }
+    func add(_ socket: ChatSocketHandle) { sockets.withLock { $0.append(socket) } }
+    func closeAll() { sockets.withLock { $0.forEach { $0.outbox.finish() } } }
+}
+
+/// A joined socket's outgoing queue.
+final class ChatSocketHandle: Sendable {
+    let outbox: AsyncStream<String>.Continuation
+    let orderId: String
+    private let counter = Atomic<Int>(100)
+    private let pendingJoins = Mutex<[Int: (ContinuousClock.Instant, Samples)]>([:])
+
+    func sendJoin(recorder: Samples) {
+        let ack = counter.add(1, ordering: .relaxed).oldValue
+        pendingJoins.withLock { $0[ack] = (.now, recorder) }
+        outbox.yield(#"42/chat,\#(ack)["join",{"orderId":"\#(orderId)"}]"#)
+    }
+
+    /// An acknowledgement arrived: if it answers a timed join, record it.
+    func acknowledged(_ text: String) {
+        guard text.hasPrefix("43/chat,") else { return }
+        let digits = text.dropFirst(8).prefix { $0.isNumber }
+        guard let id = Int(digits), let (start, recorder) = pendingJoins.withLock({ $0.removeValue(forKey: id) }) else { return }
+        let elapsed = ContinuousClock.now - start
+        recorder.add(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
+    }
+
+    init(outbox: AsyncStream<String>.Continuation, orderId: String) {
+        self.outbox = outbox
+        self.orderId = orderId
+    }
+
+    func sendMessage() {
+        let ack = counter.add(1, ordering: .relaxed).oldValue
+        let stamp = ContinuousClock.now - Clock.origin
+        let nanoseconds = stamp.components.seconds * 1_000_000_000 + stamp.components.attoseconds / 1_000_000_000
+        outbox.yield(#"42/chat,\#(ack)["message",{"orderId":"\#(orderId)","clientMessageId":"\#(UUID().uuidString)","text":"t:\#(nanoseconds)"}]"#)
+    }
+}
+
+enum Clock {
+    static let origin = ContinuousClock.now
+    static func milliseconds(since nanoseconds: Int64) -> Double {
+        let now = ContinuousClock.now - origin
+        let current = now.components.seconds * 1_000_000_000 + now.components.attoseconds / 1_000_000_000
+        return Double(current - nanoseconds) / 1e6
+    }
+}
+
+/// One client: connect to `/chat`, join (timing the acknowledgement with history), answer pings, time deliveries.
+enum ChatSocket {
+    static func run(
+        url: String, token: String, orderId: String, user: String, joins: Samples, deliveries: Samples, directory: SocketDirectory,
+        ready: AsyncStream<Void>.Continuation, logger: Logger
+    ) async {
+        do {
+            try await WebSocketClient.connect(url: url, configuration: .init(maxFrameSize: 1 << 20, autoPing: .disabled), logger: logger) {
+                inbound, outbound, _ in
+                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+                guard case .text? = try await messages.next() else { return }
+                try await outbound.write(.text(#"40/chat,{"token":"\#(token)"}"#))
+                guard case .text(let connected)? = try await messages.next(), connected.hasPrefix("40/chat,") else { return }
+                ready.yield()
+                // Join, retrying while the room is not open yet; time the successful join.
+                var attempt = 0
+                while true {
+                    attempt += 1
+                    let began = ContinuousClock.now
+                    try await outbound.write(.text(#"42/chat,\#(attempt)["join",{"orderId":"\#(orderId)"}]"#))
+                    var answer = ""
+                    while case .text(let text)? = try await messages.next() {
+                        if text == "2" { try await outbound.write(.text("3")); continue }
+                        if text.hasPrefix("43/chat,\(attempt)[") { answer = text; break }
+                    }
+                    if answer.contains(#""ok":true"#) {
+                        let elapsed = ContinuousClock.now - began
+                        joins.add(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
+                        break
+                    }
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                let (outgoing, outbox) = AsyncStream.makeStream(of: String.self)
+                let handle = ChatSocketHandle(outbox: outbox, orderId: orderId)
+                directory.add(handle)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for await text in outgoing { try await outbound.write(.text(text)) }
+                        try await outbound.close(.normalClosure, reason: nil)
+                    }
+                    while let message = try await messages.next() {
+                        guard case .text(let text) = message else { continue }
+                        if text == "2" {
+                            outbox.yield("3")
+                        } else if text.hasPrefix("43/chat,") {
+                            handle.acknowledged(text)
+                        } else if text.hasPrefix(#"42/chat,["message""#), let range = text.range(of: #""text":"t:"#) {
+                            let digits = text[range.upperBound...].prefix { $0.isNumber }
+                            if let stamp = Int64(digits) { deliveries.add(Clock.milliseconds(since: stamp)) }
+                        }
+                    }
+                    outbox.finish()
+                }
+            }
+        } catch {}
+    }
+}

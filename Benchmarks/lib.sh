@@ -1,0 +1,44 @@
+# Shared by the benchmark scripts: release builds, a throwaway Postgres and Tansu broker, a service started on
+# them, and clean-up on exit. Sourced, not executed.
+source "$(dirname "${BASH_SOURCE[0]}")/../deploy/local/common.sh"
+bench_runtime=$(runtime_dir bench)
+bench_pg_port=${BENCH_PG_PORT:-25532}
+bench_kafka_port=${BENCH_KAFKA_PORT:-29192}
+bench_bin="$ROOT/.build-release/release"
+bench_pids=()
+
+# bench_build PRODUCT...: release builds (in .build-release, apart from the debug build).
+bench_build() {
+    "$ROOT/deploy/local/setup.sh"
+    for product in "$@"; do
+        (cd "$ROOT" && swift build -c release --scratch-path .build-release --product "$product" >/dev/null)
+    done
+}
+
+bench_cleanup() {
+    for pid in "${bench_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${bench_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    "$ROOT/deploy/local/broker.sh" stop "$bench_runtime/broker"
+    "$ROOT/deploy/local/postgres.sh" stop "$bench_runtime/postgres"
+}
+
+# bench_infrastructure: Postgres and the broker for the benchmark, stopped on exit.
+bench_infrastructure() {
+    trap bench_cleanup EXIT
+    "$ROOT/deploy/local/postgres.sh" start "$bench_runtime/postgres" "$bench_pg_port"
+    "$ROOT/deploy/local/broker.sh" start "$bench_runtime/broker" "$bench_kafka_port"
+    bench_public_key=$("$bench_bin/devtoken" --init-keys --key-dir "$DEV_KEY_DIR")
+}
+
+# bench_service NAME PORT [VAR=value...]: starts a release service on the benchmark's infrastructure.
+bench_service() {
+    local name=$1 port=$2
+    shift 2
+    env DATABASE_URL="postgres://postgres@127.0.0.1:$bench_pg_port/delivery" DATABASE_TLS=disable \
+        KAFKA_BROKERS="127.0.0.1:$bench_kafka_port" JWT_ISSUER="$DEV_JWT_ISSUER" JWT_AUDIENCE="$DEV_JWT_AUDIENCE" \
+        JWT_PUBLIC_KEY_FILE="$bench_public_key" HTTP_HOST=127.0.0.1 HTTP_PORT="$port" LOG_LEVEL=warning "$@" \
+        "$bench_bin/$name" >"$bench_runtime/$name.log" 2>&1 &
+    bench_pids+=($!)
+    for _ in $(seq 300); do curl -fsS "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && return; sleep 0.1; done
+    die "$name did not become ready; see $bench_runtime/$name.log"
+}
