@@ -85,6 +85,11 @@ package struct ChatHandlers: Sendable {
     func send(_ socket: SocketIOSocket, _ request: SendRequest) async throws -> SendReply {
         guard let identity = socket.identity else { throw APIError.unauthorized("not signed in") }
         let orderId = try Validate.identifier(request.orderId, "orderId")
+        // Only a socket in the room sends: a rider re-assigned away has left it the moment they were told, even
+        // while this instance's projection of the order has not caught up yet.
+        guard socket.rooms.contains(Self.room(orderId)) else {
+            throw APIError.forbidden("join the chat on this connection before sending")
+        }
         let clientMessageId = request.clientMessageId.trimmingCharacters(in: .whitespaces)
         guard !clientMessageId.isEmpty, clientMessageId.count <= ChatLimits.maximumClientMessageIdLength else {
             throw APIError.validation("'clientMessageId' must be 1 to \(ChatLimits.maximumClientMessageIdLength) characters")
