@@ -115,10 +115,27 @@ let package = Package(
             path: "Benchmarks/OrderPickupLoad",
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "LoadKit",
+            path: "Benchmarks/LoadKit",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "allocation-load",
+            dependencies: [
+                "Contracts", "Kafka", "ServiceKit", "LoadKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/AllocationLoad",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "chat-load",
             dependencies: [
-                "Contracts", "Kafka", "ServiceKit",
+                "Contracts", "Kafka", "ServiceKit", "LoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
@@ -169,7 +186,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "ServiceKit", "Kafka", "Contracts",
+                "ServiceKit", "Kafka", "Contracts", "Realtime",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

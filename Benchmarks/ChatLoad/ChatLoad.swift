@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import HummingbirdWSClient
 import Kafka
+import LoadKit
 import Logging
 import NIOCore
 import ServiceKit
@@ -53,8 +54,8 @@ struct ChatLoad: AsyncParsableCommand {
             try await producer.send(topic: Topic.ordersEvents.rawValue, key: order, value: try ContractCoding.encode(assigned))
         }
         print("published \(rooms) orders with riders; connecting \(rooms * 2) sockets…")
-        let joins = Samples()
-        let deliveries = Samples()
+        let joins = LatencySamples()
+        let deliveries = LatencySamples()
         let sockets = SocketDirectory()
         try await withThrowingTaskGroup(of: Void.self) { group in
             var opened = 0
@@ -90,7 +91,7 @@ struct ChatLoad: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(2))
             print("messages: sent \(sent), delivered \(deliveries.count); delivery latency \(deliveries.summary())")
             // Join with history again, steady state: 50 joins a second from connected sockets.
-            let rejoins = Samples()
+            let rejoins = LatencySamples()
             for index in 0..<min(500, senders.count) {
                 senders[index].sendJoin(recorder: rejoins)
                 try await Task.sleep(for: .milliseconds(20))
@@ -112,19 +113,6 @@ struct ChatLoad: AsyncParsableCommand {
     }
 }
 
-/// Latency samples in milliseconds.
-final class Samples: Sendable {
-    private let values = Mutex<[Double]>([])
-    var count: Int { values.withLock { $0.count } }
-    func add(_ milliseconds: Double) { values.withLock { $0.append(milliseconds) } }
-    func summary() -> String {
-        let sorted = values.withLock { $0 }.sorted()
-        guard !sorted.isEmpty else { return "no samples" }
-        func at(_ p: Double) -> String { String(format: "%.2f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) }
-        return "p50 \(at(0.5)) ms, p95 \(at(0.95)) ms, p99 \(at(0.99)) ms, max \(String(format: "%.2f", sorted.last!)) ms (n=\(sorted.count))"
-    }
-}
-
 /// The joined sockets, to pick senders from.
 final class SocketDirectory: Sendable {
     private let sockets = Mutex<[ChatSocketHandle]>([])
@@ -139,9 +127,9 @@ final class ChatSocketHandle: Sendable {
     let outbox: AsyncStream<String>.Continuation
     let orderId: String
     private let counter = Atomic<Int>(100)
-    private let pendingJoins = Mutex<[Int: (ContinuousClock.Instant, Samples)]>([:])
+    private let pendingJoins = Mutex<[Int: (ContinuousClock.Instant, LatencySamples)]>([:])
 
-    func sendJoin(recorder: Samples) {
+    func sendJoin(recorder: LatencySamples) {
         let ack = counter.add(1, ordering: .relaxed).oldValue
         pendingJoins.withLock { $0[ack] = (.now, recorder) }
         outbox.yield(#"42/chat,\#(ack)["join",{"orderId":"\#(orderId)"}]"#)
@@ -152,8 +140,7 @@ final class ChatSocketHandle: Sendable {
         guard text.hasPrefix("43/chat,") else { return }
         let digits = text.dropFirst(8).prefix { $0.isNumber }
         guard let id = Int(digits), let (start, recorder) = pendingJoins.withLock({ $0.removeValue(forKey: id) }) else { return }
-        let elapsed = ContinuousClock.now - start
-        recorder.add(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
+        recorder.add(since: start)
     }
 
     init(outbox: AsyncStream<String>.Continuation, orderId: String) {
@@ -181,7 +168,7 @@ enum Clock {
 /// One client: connect to `/chat`, join (timing the acknowledgement with history), answer pings, time deliveries.
 enum ChatSocket {
     static func run(
-        url: String, token: String, orderId: String, user: String, joins: Samples, deliveries: Samples, directory: SocketDirectory,
+        url: String, token: String, orderId: String, user: String, joins: LatencySamples, deliveries: LatencySamples, directory: SocketDirectory,
         ready: AsyncStream<Void>.Continuation, logger: Logger
     ) async {
         do {
@@ -204,8 +191,7 @@ enum ChatSocket {
                         if text.hasPrefix("43/chat,\(attempt)[") { answer = text; break }
                     }
                     if answer.contains(#""ok":true"#) {
-                        let elapsed = ContinuousClock.now - began
-                        joins.add(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
+                        joins.add(since: began)
                         break
                     }
                     try await Task.sleep(for: .milliseconds(200))

@@ -46,4 +46,6 @@ package struct ErrorCode: RawRepresentable, Hashable, Codable, Sendable, CustomS
     package static let noActiveOffer: ErrorCode = "NO_ACTIVE_OFFER"
     package static let offerExpired: ErrorCode = "OFFER_EXPIRED"
     package static let offerRescinded: ErrorCode = "OFFER_RESCINDED"
+    package static let offerNotPending: ErrorCode = "OFFER_NOT_PENDING"
+    package static let riderOnDelivery: ErrorCode = "RIDER_ON_DELIVERY"
 }

@@ -13,38 +13,17 @@ import Testing
 @Suite("Chat service (CUS-032)", .timeLimit(.minutes(3)))
 struct ChatServiceTests {
     /// One chat service for the suite.
-    final class Harness: Sendable {
+    struct Harness: Sendable {
         let port: Int
-        private static let shared = Mutex<Task<Harness, any Error>?>(nil)
-
-        init(port: Int) { self.port = port }
-
-        static func get() async throws -> Harness {
-            let task = shared.withLock { task in
-                if let task { return task }
-                let created = Task { try await Harness.start() }
-                task = created
-                return created
-            }
-            return try await task.value
+        private static let shared = SuiteShared {
+            Harness(
+                port: try await startSuiteService(
+                    ChatService.self, extra: ["CHAT_RATE_LIMIT_PER_SECOND": "50", "CHAT_RATE_LIMIT_BURST": "50"]
+                ).port
+            )
         }
 
-        private static func start() async throws -> Harness {
-            let environment = try testServiceEnvironment(
-                schema: uniqueName("chat"), extra: ["CHAT_RATE_LIMIT_PER_SECOND": "50", "CHAT_RATE_LIMIT_BURST": "50"]
-            )
-            let app = try await ChatService.buildApplication(
-                configuration: try ChatService.configuration(environment: environment), environment: environment,
-                logger: TestInfrastructure.logger("chat-service")
-            )
-            let group = ServiceGroup(configuration: .init(services: app.services, gracefulShutdownSignals: [], logger: app.logger))
-            Task { try await group.run() }
-            let client = ServiceClient(port: app.port)
-            try await eventually(timeout: .seconds(30), "the chat service ready") { (try? await client.get("/ready").status) == 200 }
-            // The consumers join their groups in the background; give them the few seconds Tansu needs.
-            try await Task.sleep(for: .seconds(4))
-            return Harness(port: app.port)
-        }
+        static func get() async throws -> Harness { try await shared.get() }
 
         /// Runs a scenario of chat_scenarios.py with `config` (plus the service's and broker's addresses).
         func scenario(_ name: String, _ config: [String: String]) async throws -> JSONValue {
@@ -52,18 +31,10 @@ struct ChatServiceTests {
             config["url"] = "http://127.0.0.1:\(port)"
             config["http"] = "http://127.0.0.1:\(port)"
             config["brokers"] = try TestInfrastructure.kafkaBrokers()
-            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("python/chat_scenarios.py")
             let json = String(decoding: try JSONEncoder().encode(config), as: UTF8.self)
-            let process = try ChildProcess(executable: try TestInfrastructure.python(), arguments: [script.path, name, json])
-            let status = await process.exitStatus()
-            guard status == 0, let line = process.output.split(separator: "\n").last(where: { $0.hasPrefix("{") }) else {
-                throw ScenarioFailed(description: "\(name) exited \(status): \(process.output)")
-            }
-            return try JSONValue.parse(String(line))
+            return try await runPythonScenario("python/chat_scenarios.py", [name, json])
         }
     }
-
-    struct ScenarioFailed: Error, CustomStringConvertible { var description: String }
 
     static func code(_ answer: JSONValue?) -> String? { answer?["error"]?["code"]?.stringValue }
 
@@ -102,11 +73,11 @@ struct ChatServiceTests {
         #expect(Self.code(result["empty"]) == "EMPTY_MESSAGE")
         // AC-006: the app's resend returns the first ack and stores nothing new.
         #expect(result["resend_ack"]?["id"] == result["hello_ack"]?["id"])
-        guard case .array(let riderMessages) = result["rider_messages"] else { throw ScenarioFailed(description: "no rider messages") }
+        guard case .array(let riderMessages) = result["rider_messages"] else { throw ScenarioFailed("no rider messages") }
         #expect(riderMessages.filter { $0["clientMessageId"] == .string("c-1") }.count == 1)
         #expect(Self.code(result["stranger_send"]) == "FORBIDDEN")
         // Scrolling up: every message exactly once.
-        guard case .array(let pages) = result["history"]?["pages"] else { throw ScenarioFailed(description: "no history") }
+        guard case .array(let pages) = result["history"]?["pages"] else { throw ScenarioFailed("no history") }
         let ids = pages.flatMap { page -> [String] in
             guard case .array(let ids) = page else { return [] }
             return ids.compactMap(\.stringValue)
@@ -164,20 +135,10 @@ struct ChatServiceTests {
         )
         #expect(result["ack"]?["status"] == .string("sent"))
         #expect(result["closed"]?[0]?["text"] == .string("This chat is now closed"))
-        let consumer = try KafkaConsumer(
-            configuration: KafkaConsumerConfiguration(
-                client: KafkaClientConfiguration(bootstrapServers: [try TestInfrastructure.kafkaBrokers()], clientId: "chat-tests"),
-                groupId: uniqueName("reader")
-            ),
-            topics: [Topic.notificationsRequests.rawValue], logger: TestInfrastructure.logger("chat-tests")
-        )
-        let push = try await withTimeout(.seconds(30)) { () -> PushRequested? in
-            for try await message in consumer.messages where message.keyString == riderId {
-                if let push = try? EventCatalog.decode(message.value).payload(as: PushRequested.self) { return push }
-            }
-            return nil
+        let events = try await publishedEvents(on: .notificationsRequests, key: riderId) { events in
+            events.contains { $0.payload is PushRequested }
         }
-        await consumer.close()
+        let push = events.lazy.compactMap { $0.payload(as: PushRequested.self) }.first
         let request = try #require(push)
         #expect(request.kind == "chat_message")
         #expect(request.title == "Asha")

@@ -24,18 +24,10 @@ final class OrderHarness: Sendable {
     let riderId: String
     let otherRider: String
 
-    private static let shared = Mutex<Task<OrderHarness, any Error>?>(nil)
+    private static let shared = SuiteShared { try await OrderHarness.start() }
 
     /// The suite's service, started on first use and left running until the test process ends.
-    static func get() async throws -> OrderHarness {
-        let task = shared.withLock { task in
-            if let task { return task }
-            let created = Task { try await OrderHarness.start() }
-            task = created
-            return created
-        }
-        return try await task.value
-    }
+    static func get() async throws -> OrderHarness { try await shared.get() }
 
     private init(client: ServiceClient, schema: String, producer: KafkaProducer, tokens: [String], vendorId: String, riderId: String) {
         self.client = client
@@ -48,20 +40,10 @@ final class OrderHarness: Sendable {
 
     private static func start() async throws -> OrderHarness {
         let schema = uniqueName("orders")
-        let environment = try testServiceEnvironment(
-            schema: schema,
+        let client = try await startSuiteService(
+            OrderService.self, schema: schema,
             extra: ["SAGA_STEP_TIMEOUT_SECONDS": "2", "SAGA_CHECK_INTERVAL_MS": "300", "PROOF_PHOTO_MAX_BYTES": "65536"]
         )
-        let app = try await OrderService.buildApplication(
-            configuration: try OrderService.configuration(environment: environment), environment: environment,
-            logger: TestInfrastructure.logger("order-service")
-        )
-        let group = ServiceGroup(configuration: .init(services: app.services, gracefulShutdownSignals: [], logger: app.logger))
-        Task { try await group.run() }
-        let client = ServiceClient(port: app.port)
-        try await eventually(timeout: .seconds(30), "the order service ready") {
-            (try? await client.get("/ready").status) == 200
-        }
         let vendorId = uniqueName("vendor")
         let riderId = uniqueName("rider")
         let tokens = [
@@ -132,29 +114,6 @@ final class OrderHarness: Sendable {
         try await eventually(timeout: .seconds(30), "the rider assigned") { try await self.order(order.id).rider?.id == self.riderId }
         if arrived { try #require(try await post("/v1/orders/\(order.id)/arrived", rider).status == 200) }
         return try await self.order(order.id)
-    }
-
-    /// The events of `orderId` on `topic`, from the start, until `done` says so.
-    func published(
-        on topic: Topic, key: String, timeout: Duration = .seconds(30), until done: @escaping @Sendable ([DecodedEvent]) -> Bool
-    ) async throws -> [DecodedEvent] {
-        let consumer = try KafkaConsumer(
-            configuration: KafkaConsumerConfiguration(
-                client: KafkaClientConfiguration(bootstrapServers: [try TestInfrastructure.kafkaBrokers()], clientId: "order-tests"),
-                groupId: uniqueName("reader")
-            ),
-            topics: [topic.rawValue], logger: TestInfrastructure.logger("order-tests")
-        )
-        let events = try await withTimeout(timeout) {
-            var events: [DecodedEvent] = []
-            for try await message in consumer.messages where message.keyString == key {
-                if let event = try? EventCatalog.decode(message.value) { events.append(event) }
-                if done(events) { break }
-            }
-            return events
-        }
-        await consumer.close()
-        return events
     }
 }
 

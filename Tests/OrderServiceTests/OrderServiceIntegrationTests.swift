@@ -26,7 +26,7 @@ struct OrderServiceIntegrationTests {
         }
         #expect(types == ["OrderCreated", "OrderAccepted", "OrderReadyForPickup", "RiderAssigned", "RiderArrivedAtStore", "OrderPickedUp"])
 
-        let events = try await harness.published(on: .ordersEvents, key: order.id) { events in
+        let events = try await publishedEvents(on: .ordersEvents, key: order.id) { events in
             events.contains { $0.header.type == OrderPickedUp.eventType }
         }
         let pickedUp = try #require(events.last?.payload(as: OrderPickedUp.self))
@@ -35,7 +35,7 @@ struct OrderServiceIntegrationTests {
         #expect(pickedUp.rider == PersonRef(id: harness.riderId, name: "Ravi"))
         #expect(pickedUp.destination == order.deliveryAddress)
 
-        let pushes = try await harness.published(on: .notificationsRequests, key: order.customerId) { events in
+        let pushes = try await publishedEvents(on: .notificationsRequests, key: order.customerId) { events in
             events.contains { $0.payload(as: PushRequested.self)?.correlationId == order.id }
         }
         let push = try #require(pushes.compactMap { $0.payload(as: PushRequested.self) }.first { $0.correlationId == order.id })
@@ -85,7 +85,7 @@ struct OrderServiceIntegrationTests {
             try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self).republishCount >= 1
         }
         let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self)
-        let events = try await harness.published(on: .ordersEvents, key: order.id) { events in
+        let events = try await publishedEvents(on: .ordersEvents, key: order.id) { events in
             events.filter { $0.header.type == OrderPickedUp.eventType }.count >= 2
         }
         let ids = Set(events.filter { $0.header.type == OrderPickedUp.eventType }.map { $0.header.eventId.uuidString.lowercased() })
@@ -267,7 +267,7 @@ struct OrderServiceIntegrationTests {
         #expect(try await harness.post("/v1/orders/\(cancelled.id)/cancel", harness.customer).status == 200)
         try await harness.acceptOffer(orderId: cancelled.id, riderId: harness.riderId)
         // (Other order services under test share the broker and refuse offers for orders they do not know.)
-        let refusals = try await harness.published(on: .ordersEvents, key: cancelled.id) { events in
+        let refusals = try await publishedEvents(on: .ordersEvents, key: cancelled.id) { events in
             events.contains { $0.payload(as: RiderAssignmentRefused.self)?.orderStatus == "Cancelled" }
         }
         let refusal = try #require(refusals.compactMap { $0.payload(as: RiderAssignmentRefused.self) }.first { $0.orderStatus == "Cancelled" })
@@ -311,7 +311,7 @@ struct OrderServiceIntegrationTests {
         }
         #expect(try await harness.client.get("/v1/service-requests/\(request.id)", token: technician).decode(ServiceRequestView.self).status == .completed)
         #expect(try await harness.client.get("/v1/service-requests/\(request.id)", token: harness.otherRider).status == 403)
-        let events = try await harness.published(on: .ordersEvents, key: request.id) { events in
+        let events = try await publishedEvents(on: .ordersEvents, key: request.id) { events in
             events.compactMap { $0.payload(as: ServiceRequestStatusChanged.self) }.contains { $0.status == .completed }
         }
         #expect(events.map(\.header.type).first == ServiceRequestCreated.eventType)

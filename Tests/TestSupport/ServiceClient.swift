@@ -7,9 +7,10 @@ import ServiceKit
 
 /// An HTTP client for a service under test, speaking JSON with bearer tokens.
 package struct ServiceClient: Sendable {
-    package let baseURL: String
+    package let port: Int
+    package var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    package init(port: Int) { self.baseURL = "http://127.0.0.1:\(port)" }
+    package init(port: Int) { self.port = port }
 
     package struct Answer: Sendable {
         package var status: Int

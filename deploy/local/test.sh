@@ -19,7 +19,13 @@ PG_PORT=${TEST_PG_PORT:-15432}
 KAFKA_PORT=${TEST_KAFKA_PORT:-19092}
 runtime=$(runtime_dir test)
 
+# Brokers that tests start themselves on 19100-19199 and that outlived a test process that did not exit cleanly.
+stop_test_brokers() {
+    pkill -f "tansu broker --listener-url tcp://127.0.0.1:191[0-9][0-9]" || true
+}
+
 cleanup() {
+    stop_test_brokers
     "$ROOT/deploy/local/broker.sh" stop "$runtime/broker" || true
     "$ROOT/deploy/local/postgres.sh" stop "$runtime/postgres" || true
 }
@@ -32,6 +38,7 @@ build_started=$(date +%s)
 swift build --build-tests "${swift_flags[@]}"
 log "build took $(( $(date +%s) - build_started )) s"
 
+stop_test_brokers
 log "starting Postgres on 127.0.0.1:$PG_PORT and the Tansu broker on 127.0.0.1:$KAFKA_PORT"
 "$ROOT/deploy/local/postgres.sh" start "$runtime/postgres" "$PG_PORT"
 "$ROOT/deploy/local/broker.sh" start "$runtime/broker" "$KAFKA_PORT"

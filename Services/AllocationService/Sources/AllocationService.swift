@@ -1,8 +1,13 @@
+import Contracts
 import Foundation
 import Hummingbird
+import Logging
+import PostgresNIO
+import Realtime
 import ServiceKit
+import ServiceLifecycle
 
-/// Rider availability and task offers (RDR-010, RDR-020).
+/// Rider availability and task offers (RDR-010, RDR-020's online rule).
 package enum AllocationService: ServiceDefinition {
     package static let name = "allocation-service"
     package static let defaultPort = 8083
@@ -15,6 +20,92 @@ package enum AllocationService: ServiceDefinition {
     package static func makeApplication(platform: ServicePlatform, environment: ServiceEnvironment) async throws
         -> ServiceApplication
     {
-        platform.makeApplication(router: platform.makeRouter())
+        var platform = platform
+        let settings = try AllocationSettings(environment: environment)
+        let engine = AllocationEngine(settings: settings, outbox: platform.outbox, logger: platform.logger)
+        let realtime = try await platform.makeRealtimeServer(environment: environment)
+        let riders = realtime.namespace("/rider")
+        riders.requireToken(platform.verifier, roles: [.rider])
+        let notifier = RiderNotifier(namespace: riders, database: platform.database, engine: engine)
+        riders.onConnect { socket in await notifier.resendPendingOffer(to: socket) }
+        riders.on("received", OfferReceipt.self) { socket, receipt in
+            try await notifier.received(receipt, from: socket)
+        }
+        let database = platform.database
+
+        platform.addConsumerWithFollowUp(name: "allocation-orders", topics: [.ordersEvents]) {
+            (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
+            let notices = try await engine.apply(orderEvent: event, on: connection)
+            // The riders are told once the transaction committed.
+            if notices.isEmpty { return nil }
+            return { @Sendable in await notifier.after(notices) }
+        }
+        platform.addConsumer(name: "allocation-positions", topics: [.couriersPositions]) {
+            (event: DecodedEvent, connection: PostgresConnection) async throws in
+            if let position = event.payload(as: PositionUpdated.self) { try await engine.moved(position, on: connection) }
+        }
+        // Fires offer deadlines, skips unreachable riders and retries orders nobody took; the deadlines are rows,
+        // so they fire after a restart too.
+        platform.addPeriodicJob(every: settings.tick, failure: "allocation deadlines could not be checked") {
+            let notices = try await database.transaction { connection in
+                try await engine.expireDue(on: connection) + (try await engine.skipUnreachable(on: connection))
+                    + (try await engine.retryWaiting(on: connection))
+            }
+            await notifier.after(notices)
+        }
+
+        let router = platform.makeRouter()
+        let api = router.group("v1").add(middleware: platform.authentication)
+        AllocationRoutes(database: database, engine: engine, notifier: notifier).register(on: api)
+        return platform.makeApplication(router: router, realtime: realtime)
+    }
+}
+
+/// `received` from the rider's app: it has the offer on screen.
+struct OfferReceipt: Codable, Sendable { var offerId: String }
+
+/// Tells riders' sockets (on every instance) about offers.
+struct RiderNotifier: Sendable {
+    let namespace: SocketIONamespace
+    let database: Database
+    let engine: AllocationEngine
+
+    struct Expired: Codable, Sendable {
+        var offerId: String
+        var orderId: String
+        var reason = "timed_out"
+    }
+
+    struct Rescinded: Codable, Sendable {
+        var offerId: String
+        var orderId: String
+        var message = "This offer is no longer available"
+    }
+
+    func after(_ notices: [RiderNotice]) async {
+        for notice in notices {
+            switch notice {
+            case .offer(let riderId, let offer):
+                await namespace.emit("offer", offer, toUser: riderId)
+            case .expired(let riderId, let offerId, let orderId):
+                await namespace.emit("offer_expired", Expired(offerId: offerId, orderId: orderId), toUser: riderId)
+            case .rescinded(let riderId, let offerId, let orderId):
+                await namespace.emit("offer_rescinded", Rescinded(offerId: offerId, orderId: orderId), toUser: riderId)
+            }
+        }
+    }
+
+    /// A rider (re)connecting sees their pending offer again.
+    func resendPendingOffer(to socket: SocketIOSocket) async {
+        guard let riderId = socket.identity?.userId,
+            let offer = try? await database.withConnection({ try await engine.pendingOffer(riderId: riderId, on: $0) })
+        else { return }
+        socket.emit("offer", offer)
+    }
+
+    func received(_ receipt: OfferReceipt, from socket: SocketIOSocket) async throws -> OfferView {
+        guard let riderId = socket.identity?.userId else { throw APIError.unauthorized("not signed in") }
+        guard let offerId = UUID(uuidString: receipt.offerId) else { throw APIError.validation("'offerId' is not an offer id") }
+        return try await database.transaction { try await engine.received(offerId, riderId: riderId, on: $0) }
     }
 }

@@ -43,12 +43,13 @@ package enum ChatService: ServiceDefinition {
         }
         platform.addStreamConsumer(name: "chat-fanout", topics: [.chatMessages]) { event in try await handlers.fanOut(event) }
         platform.addStreamConsumer(name: "chat-access", topics: [.ordersEvents]) { event in try await handlers.revoke(event) }
-        platform.addService(
-            PresenceRefresher(
-                database: platform.database, store: store, instanceId: realtime.socketIO.instanceId,
-                interval: settings.presenceFreshness / 3, staleAfter: settings.presenceFreshness, logger: platform.logger
-            )
-        )
+        // Keeps this instance's presence rows fresh and drops those of instances that went away.
+        let instanceId = realtime.socketIO.instanceId
+        platform.addPeriodicJob(every: settings.presenceFreshness / 3, failure: "could not refresh chat presence") {
+            try await database.withConnection {
+                try await store.refreshPresence(instanceId: instanceId, staleAfter: settings.presenceFreshness, on: $0)
+            }
+        }
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)
@@ -79,31 +80,6 @@ package struct ChatSettings: Sendable {
             }
         } else {
             quickReplies = .standard
-        }
-    }
-}
-
-/// Keeps this instance's presence rows fresh and drops those of instances that went away.
-struct PresenceRefresher: Service {
-    let database: Database
-    let store: ChatStore
-    let instanceId: String
-    let interval: Duration
-    let staleAfter: Duration
-    let logger: Logger
-
-    func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                guard (try? await Task.sleep(for: interval)) != nil else { return }
-                do {
-                    try await database.withConnection {
-                        try await store.refreshPresence(instanceId: instanceId, staleAfter: staleAfter, on: $0)
-                    }
-                } catch {
-                    logger.warning("could not refresh chat presence", metadata: ["error": "\(error)"])
-                }
-            }
         }
     }
 }

@@ -46,11 +46,10 @@ package enum OrderService: ServiceDefinition {
         platform.addConsumer(name: "pickup-saga", topics: [.trackingEvents, .notificationsEvents]) { event, connection in
             try await sagaReports.handle(event, on: connection)
         }
-        platform.addService(
-            PickupSagaSupervisor(
-                sagas: sagas, interval: settings.sagaCheckInterval, stepTimeout: settings.sagaStepTimeout, logger: platform.logger
-            )
-        )
+        // Republishes stalled pickup-saga steps.
+        platform.addPeriodicJob(every: settings.sagaCheckInterval, failure: "could not check pickup sagas") {
+            _ = try await sagas.republishStalled(stepTimeout: settings.sagaStepTimeout)
+        }
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)

@@ -88,6 +88,18 @@ package enum JSONValue: Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
+    /// The number, if this is one.
+    package var doubleValue: Double? {
+        if case .number(let lexeme) = self { return Double(lexeme) }
+        return nil
+    }
+
+    /// The elements, if this is an array (otherwise none).
+    package var arrayValue: [JSONValue] {
+        if case .array(let values) = self { return values }
+        return []
+    }
+
     package var isObject: Bool {
         if case .object = self { return true }
         return false

@@ -17,9 +17,14 @@ package final class EventConsumer: Service, Sendable {
     package enum Effect: Sendable {
         /// Runs in a transaction together with the inbox claim: the effect happens once per event id.
         case transactional(Database, @Sendable (DecodedEvent, PostgresConnection) async throws -> Void)
+        /// Like `transactional`, and the returned follow-up (e.g. telling sockets) runs after the commit.
+        case transactionalWithFollowUp(Database, @Sendable (DecodedEvent, PostgresConnection) async throws -> FollowUp?)
         /// Runs as is (e.g. pushing to sockets); must tolerate the same event twice.
         case direct(@Sendable (DecodedEvent) async throws -> Void)
     }
+
+    /// Work to do once an effect's transaction committed.
+    package typealias FollowUp = @Sendable () async -> Void
 
     package let name: String
     private let topics: [Topic]
@@ -119,18 +124,30 @@ package final class EventConsumer: Service, Sendable {
         case .direct(let handler):
             try await handler(event)
         case .transactional(let database, let handler):
-            try await database.transaction { connection in
-                guard
-                    try await Inbox.claim(
-                        eventId: event.header.eventId, eventType: event.header.type, consumer: name,
-                        on: connection, logger: logger
-                    )
-                else {
-                    logger.debug("duplicate event skipped", metadata: ["event.id": "\(event.header.eventId)"])
-                    return
-                }
+            _ = try await applyOnce(event, database: database) { connection in
                 try await handler(event, connection)
+                return nil
             }
+        case .transactionalWithFollowUp(let database, let handler):
+            let followUp = try await applyOnce(event, database: database) { connection in try await handler(event, connection) }
+            await followUp?()
+        }
+    }
+
+    /// Runs `body` in a transaction with the inbox claim; skips a duplicate.
+    private func applyOnce(
+        _ event: DecodedEvent, database: Database, _ body: @Sendable (PostgresConnection) async throws -> FollowUp?
+    ) async throws -> FollowUp? {
+        try await database.transaction { connection in
+            guard
+                try await Inbox.claim(
+                    eventId: event.header.eventId, eventType: event.header.type, consumer: name, on: connection, logger: logger
+                )
+            else {
+                logger.debug("duplicate event skipped", metadata: ["event.id": "\(event.header.eventId)"])
+                return nil
+            }
+            return try await body(connection)
         }
     }
 
@@ -143,7 +160,11 @@ package final class EventConsumer: Service, Sendable {
                 "kafka.offset": "\(message.offset)", "error": "\(error)",
             ]
         )
-        guard case .transactional(let database, _) = effect else { return }
+        let database: Database
+        switch effect {
+        case .transactional(let value, _), .transactionalWithFollowUp(let value, _): database = value
+        case .direct: return
+        }
         do {
             try await database.client.query(
                 """

@@ -95,6 +95,20 @@ package struct ServicePlatform: Sendable {
         )
     }
 
+    /// Adds a consumer like ``addConsumer(name:topics:handler:)`` whose handler returns work to do after its
+    /// transaction committed (e.g. telling sockets about what it wrote).
+    package mutating func addConsumerWithFollowUp(
+        name: String, topics: [Topic],
+        handler: @escaping @Sendable (DecodedEvent, PostgresConnection) async throws -> EventConsumer.FollowUp?
+    ) {
+        services.append(
+            EventConsumer(
+                name: name, topics: topics, configuration: consumerConfiguration(name: name),
+                effect: .transactionalWithFollowUp(database, handler), logger: logger
+            )
+        )
+    }
+
     /// Adds a consumer that every instance runs for itself (a consumer group per instance, from the latest
     /// offset), applying events without the inbox: for fan-out to this instance's sockets.
     package mutating func addStreamConsumer(

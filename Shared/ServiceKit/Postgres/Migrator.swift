@@ -69,7 +69,8 @@ package struct MigrationError: Error, CustomStringConvertible {
 }
 
 /// Applies migrations into a schema: each pending one once, in its own transaction, under an advisory lock so
-/// instances starting together do not race.
+/// instances starting together do not race. The lock is database-wide: services sharing a database may create
+/// database-wide objects (extensions), and migrations are short.
 package enum Migrator {
     package static func apply(_ sets: [MigrationSet], schema: String, client: PostgresClient, logger: Logger)
         async throws
@@ -89,7 +90,7 @@ package enum Migrator {
         }
         do {
             try await client.withTransaction(logger: logger) { connection in
-                let lockName = "\(schema).migrations"
+                let lockName = "delivery-platform.migrations"
                 try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockName)))", logger: logger)
                 try await connection.query(
                     PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)

@@ -6,82 +6,22 @@ those events themselves (as the order service would). Each prints one JSON objec
   chat_scenarios.py reassign CONFIG_JSON
   chat_scenarios.py offline CONFIG_JSON
 """
-import datetime
 import json
+import os
 import sys
 import time
-import uuid
 
 import requests
-import socketio
-from confluent_kafka import Producer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from scenario_kit import Orders, SocketClient  # noqa: E402
 
 NS = "/chat"
 
 
-def now():
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class Orders:
-    """Publishes order events the way the order service does."""
-
-    def __init__(self, config):
-        self.producer = Producer({"bootstrap.servers": config["brokers"], "enable.idempotence": True, "linger.ms": 1})
-        self.order = config["orderId"]
-        self.customer = config["customerId"]
-        self.vendor = "vendor-1"
-
-    def publish(self, event_type, payload):
-        envelope = {
-            "eventId": str(uuid.uuid4()), "type": event_type, "aggregateId": self.order, "occurredAt": now(),
-            "schemaVersion": 1, "payload": payload,
-        }
-        self.producer.produce("orders.events", key=self.order, value=json.dumps(envelope))
-        self.producer.flush(10)
-
-    def created(self):
-        address = {"line1": "4 Lake View", "area": "Koramangala", "lat": 12.93, "lng": 77.62}
-        self.publish("OrderCreated", {
-            "orderId": self.order, "customerId": self.customer, "paymentMode": "prepaid", "totalAmount": 249.5,
-            "requiresPhotoProof": False, "deliveryAddress": address,
-            "vendor": {"id": self.vendor, "name": "Spice Route", "address": address},
-        })
-
-    def assigned(self, rider_id, rider_name):
-        self.publish("RiderAssigned", {
-            "orderId": self.order, "customerId": self.customer, "vendorId": self.vendor, "offerId": "offer-1",
-            "rider": {"id": rider_id, "name": rider_name},
-        })
-
-    def reassigned(self, rider_id, rider_name, previous):
-        self.publish("RiderReassigned", {
-            "orderId": self.order, "customerId": self.customer, "vendorId": self.vendor, "offerId": "offer-2",
-            "rider": {"id": rider_id, "name": rider_name}, "previousRiderId": previous,
-        })
-
-    def delivered(self, rider_id):
-        self.publish("OrderDelivered", {
-            "orderId": self.order, "customerId": self.customer, "vendorId": self.vendor, "riderId": rider_id,
-            "deliveredAt": now(),
-        })
-
-    def cancelled(self):
-        self.publish("OrderCancelled", {
-            "orderId": self.order, "customerId": self.customer, "vendorId": self.vendor, "cancelledBy": "customer",
-        })
-
-
-class ChatClient:
+class ChatClient(SocketClient):
     def __init__(self, url, token):
-        self.events = []
-        self.client = socketio.Client(reconnection=False)
-        for name in ("message", "chat_closed", "access_revoked"):
-            self.client.on(name, (lambda event: lambda data: self.events.append([event, data]))(name), namespace=NS)
-        self.client.connect(url, namespaces=[NS], auth={"token": token}, wait_timeout=10)
-
-    def call(self, event, data):
-        return self.client.call(event, data, namespace=NS, timeout=10)
+        super().__init__(url, NS, token, ("message", "chat_closed", "access_revoked"))
 
     def join_when_open(self, order, seconds=20):
         """Joins, retrying while the room is not open yet (the projection follows orders.events)."""
@@ -91,18 +31,6 @@ class ChatClient:
             if "error" not in answer or answer["error"]["code"] != "CHAT_NOT_AVAILABLE" or time.time() > deadline:
                 return answer
             time.sleep(0.2)
-
-    def received(self, name):
-        return [data for event, data in self.events if event == name]
-
-    def wait_for(self, name, count=1, seconds=10):
-        deadline = time.time() + seconds
-        while len(self.received(name)) < count and time.time() < deadline:
-            time.sleep(0.05)
-        return self.received(name)
-
-    def close(self):
-        self.client.disconnect()
 
 
 def history(config, token, limit):

@@ -155,25 +155,4 @@ package struct PickupSagas: Sendable {
     }
 }
 
-/// Periodically republishes stalled pickup-saga steps.
-package struct PickupSagaSupervisor: Service {
-    let sagas: PickupSagas
-    let interval: Duration
-    let stepTimeout: Duration
-    let logger: Logger
-
-    package func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                guard (try? await Task.sleep(for: interval)) != nil else { return }
-                do {
-                    _ = try await sagas.republishStalled(stepTimeout: stepTimeout)
-                } catch {
-                    logger.warning("could not check pickup sagas", metadata: ["error": "\(error)"])
-                }
-            }
-        }
-    }
-}
-
 extension PickupSagaView: ResponseEncodable {}

@@ -1,0 +1,202 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Contracts
+import Foundation
+import HummingbirdWSClient
+import Kafka
+import LoadKit
+import Logging
+import NIOCore
+import ServiceKit
+import Synchronization
+
+/// Allocation load: RIDERS riders go online across a city (REST), then ORDERS orders become ready at RATE a second
+/// (OrderReadyForPickup on orders.events, as the order service publishes it). Each order's vendor stands next to
+/// one rider, whose `/rider` socket is connected; the tool measures, from publishing the event, the offer arriving
+/// on that socket and its PushRequested arriving on notifications.requests.
+@main
+struct AllocationLoad: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "allocation-load", abstract: "Allocation service load test.")
+
+    @Option(help: "The allocation service's HTTP address.") var http = "http://127.0.0.1:8083"
+    @Option(help: "Kafka bootstrap servers.") var kafka = "127.0.0.1:29092"
+    @Option(help: "Online riders spread over the city.") var riders = 10_000
+    @Option(help: "Orders to allocate.") var orders = 500
+    @Option(help: "Orders per second.") var rate = 20
+    @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
+
+    /// Bangalore's centre; riders within about 15 km of it.
+    static let centre = (lat: 12.97, lng: 77.59)
+    static let spread = 0.135
+
+    func run() async throws {
+        let logger = Logger(label: "allocation-load")
+        let issuer = try TokenIssuer.loadOrCreate(
+            directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local", audience: "delivery-platform"
+        )
+        let run = UUID().uuidString.prefix(8).lowercased()
+        var positions: [(id: String, lat: Double, lng: Double)] = []
+        for index in 0..<riders {
+            positions.append(
+                (
+                    "load-rider-\(run)-\(index)", Self.centre.lat + .random(in: -Self.spread...Self.spread),
+                    Self.centre.lng + .random(in: -Self.spread...Self.spread)
+                )
+            )
+        }
+        var clientConfiguration = HTTPClient.Configuration()
+        clientConfiguration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 32)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+        let seeding = ContinuousClock.now
+        let failures = Counter()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, rider) in positions.enumerated() {
+                if index >= 32 { try await group.next() }
+                let token = try await issuer.token(userId: rider.id, role: .rider, name: "Rider \(index)")
+                group.addTask {
+                    var request = HTTPClientRequest(url: http + "/v1/riders/me/availability")
+                    request.method = .PUT
+                    request.headers.add(name: "Authorization", value: "Bearer \(token)")
+                    request.headers.add(name: "Content-Type", value: "application/json")
+                    let recordedAt = ISO8601DateFormatter().string(from: Date())
+                    request.body = .bytes(
+                        ByteBuffer(
+                            string: #"{"status":"online","location":{"lat":\#(rider.lat),"lng":\#(rider.lng),"accuracyMeters":10,"recordedAt":"\#(recordedAt)"}}"#
+                        )
+                    )
+                    let response = try await client.execute(request, timeout: .seconds(30))
+                    if response.status != .ok { failures.increment() }
+                    _ = try await response.body.collect(upTo: 1 << 16)
+                }
+            }
+            try await group.waitForAll()
+        }
+        let seconds = LatencySamples.milliseconds(ContinuousClock.now - seeding) / 1000
+        print(String(format: "%d riders online in %.1f s (%.0f a second), %d refused", riders, seconds, Double(riders) / seconds, failures.value))
+        try await client.shutdown()
+
+        // The riders that will be offered an order: one per order, chosen at random, their sockets connected.
+        let targets = Array(positions.shuffled().prefix(orders))
+        let sent = PublishTimes()
+        let socketOffers = LatencySamples()
+        let pushes = LatencySamples()
+        let url = http.replacingOccurrences(of: "http://", with: "ws://") + "/socket.io/?EIO=4&transport=websocket"
+        let consumer = try KafkaConsumer(
+            configuration: {
+                var configuration = KafkaConsumerConfiguration(
+                    client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "allocation-load"), groupId: "allocation-load-\(run)"
+                )
+                configuration.autoOffsetReset = .latest
+                return configuration
+            }(),
+            topics: [Topic.notificationsRequests.rawValue], logger: logger
+        )
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "allocation-load")),
+            logger: logger
+        )
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for try await message in consumer.messages {
+                    guard let push = try? EventCatalog.decode(message.value).payload(as: PushRequested.self), push.kind == "offer",
+                        let orderId = push.data["orderId"], let start = sent[orderId]
+                    else { continue }
+                    pushes.add(since: start)
+                }
+            }
+            let connected = Counter()
+            for target in targets {
+                let token = try await issuer.token(userId: target.id, role: .rider, name: "Rider")
+                group.addTask {
+                    await RiderSocket.run(url: url, token: token, sent: sent, offers: socketOffers, connected: connected, logger: logger)
+                }
+            }
+            while connected.value < targets.count { try await Task.sleep(for: .milliseconds(100)) }
+            // The push reader's consumer group needs a few seconds to be assigned its partitions.
+            try await Task.sleep(for: .seconds(5))
+            print("\(targets.count) rider sockets connected; publishing \(orders) ready orders at \(rate) a second…")
+            let clock = ContinuousClock()
+            var deadline = clock.now
+            for (index, target) in targets.enumerated() {
+                let orderId = UUID().uuidString.lowercased()
+                // The vendor stands about 5 m from its rider, who is therefore the nearest.
+                let vendor = VendorRef(
+                    id: "load-vendor", name: "Load Kitchen",
+                    address: Address(line1: "\(index) Load Street", area: "Indiranagar", lat: target.lat + 0.00005, lng: target.lng)
+                )
+                let ready = OrderReadyForPickup(
+                    orderId: orderId, customerId: "load-customer", vendor: vendor, deliveryArea: "Koramangala",
+                    deliveryLocation: GeoPoint(lat: target.lat - 0.02, lng: target.lng), totalAmount: 250
+                )
+                let value = try ContractCoding.encode(EventEnvelope(aggregateId: orderId, payload: ready))
+                sent[orderId] = .now
+                try await producer.send(topic: Topic.ordersEvents.rawValue, key: orderId, value: value)
+                deadline = deadline.advanced(by: .nanoseconds(1_000_000_000 / rate))
+                try await Task.sleep(until: deadline, clock: clock)
+            }
+            for _ in 0..<300 where socketOffers.count < orders || pushes.count < orders {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            print("offer on the rider's socket, from OrderReadyForPickup published: \(socketOffers.summary())")
+            print("PushRequested on notifications.requests, from OrderReadyForPickup published: \(pushes.summary())")
+            group.cancelAll()
+        }
+        await consumer.close()
+        await producer.close()
+    }
+}
+
+/// One rider's app on `/rider` over the raw Socket.IO protocol: answers pings, times each offer from its order's
+/// publication and confirms receiving it.
+enum RiderSocket {
+    static func run(
+        url: String, token: String, sent: PublishTimes, offers: LatencySamples, connected: Counter,
+        logger: Logger
+    ) async {
+        do {
+            try await WebSocketClient.connect(url: url, configuration: .init(maxFrameSize: 1 << 20, autoPing: .disabled), logger: logger) {
+                inbound, outbound, _ in
+                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+                guard case .text? = try await messages.next() else { return }
+                try await outbound.write(.text(#"40/rider,{"token":"\#(token)"}"#))
+                guard case .text(let answer)? = try await messages.next(), answer.hasPrefix("40/rider,") else { return }
+                connected.increment()
+                while let message = try await messages.next() {
+                    guard case .text(let text) = message else { continue }
+                    if text == "2" {
+                        try await outbound.write(.text("3"))
+                    } else if text.hasPrefix(#"42/rider,["offer""#), let orderId = field("orderId", in: text),
+                        let start = sent[orderId]
+                    {
+                        offers.add(since: start)
+                        if let offerId = field("offerId", in: text) {
+                            try await outbound.write(.text(#"42/rider,["received",{"offerId":"\#(offerId)"}]"#))
+                        }
+                    }
+                }
+            }
+        } catch {
+            logger.warning("rider socket failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    static func field(_ name: String, in text: String) -> String? {
+        guard let range = text.range(of: #""\#(name)":""#) else { return nil }
+        return String(text[range.upperBound...].prefix { $0 != "\"" })
+    }
+}
+
+/// When each order's OrderReadyForPickup was published.
+final class PublishTimes: Sendable {
+    private let times = Mutex<[String: ContinuousClock.Instant]>([:])
+    subscript(orderId: String) -> ContinuousClock.Instant? {
+        get { times.withLock { $0[orderId] } }
+        set { times.withLock { $0[orderId] = newValue } }
+    }
+}
+
+final class Counter: Sendable {
+    private let count = Atomic<Int>(0)
+    var value: Int { count.load(ordering: .relaxed) }
+    func increment() { count.add(1, ordering: .relaxed) }
+}

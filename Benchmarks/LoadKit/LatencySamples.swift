@@ -1,0 +1,28 @@
+import Foundation
+import Synchronization
+
+/// Latency samples in milliseconds, safe to add from many tasks, summarised as percentiles.
+package final class LatencySamples: Sendable {
+    private let values = Mutex<[Double]>([])
+
+    package init() {}
+
+    package var count: Int { values.withLock { $0.count } }
+
+    package func add(_ milliseconds: Double) { values.withLock { $0.append(milliseconds) } }
+
+    /// Records the time from `start` until now.
+    package func add(since start: ContinuousClock.Instant) { add(Self.milliseconds(ContinuousClock.now - start)) }
+
+    /// "p50 … ms, p95 … ms, p99 … ms, max … ms (n=…)".
+    package func summary() -> String {
+        let sorted = values.withLock { $0 }.sorted()
+        guard let maximum = sorted.last else { return "no samples" }
+        func at(_ p: Double) -> String { String(format: "%.2f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) }
+        return "p50 \(at(0.5)) ms, p95 \(at(0.95)) ms, p99 \(at(0.99)) ms, max \(String(format: "%.2f", maximum)) ms (n=\(sorted.count))"
+    }
+
+    package static func milliseconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+    }
+}

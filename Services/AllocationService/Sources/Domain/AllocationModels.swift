@@ -1,0 +1,90 @@
+import Contracts
+import Foundation
+import Hummingbird
+import ServiceKit
+
+/// Allocation's settings, from the environment.
+package struct AllocationSettings: Sendable {
+    /// `OFFER_TIMEOUT_SECONDS`, default 60: how long a rider has to answer an offer.
+    package var offerTimeout: Duration
+    /// `OFFER_RECEIPT_TIMEOUT_SECONDS`, default 10: an offer the rider's app has not confirmed receiving by then
+    /// is recorded unreachable and the next rider is tried.
+    package var receiptTimeout: Duration
+    /// `ALLOCATION_RADIUS_KM`, default 5: riders farther from the vendor are not offered the order.
+    package var radiusMeters: Double
+    /// `PRECISE_LOCATION_ACCURACY_METERS` (default 50) and `PRECISE_LOCATION_MAX_AGE_SECONDS` (default 120): the
+    /// fix a rider needs to go online (RDR-020).
+    package var preciseAccuracyMeters: Double
+    package var locationMaxAge: Duration
+    /// `ALLOCATION_RETRY_INITIAL_MS` (default 2000) doubling up to `ALLOCATION_RETRY_MAX_SECONDS` (default 60):
+    /// when nobody was eligible.
+    package var retryInitial: Duration
+    package var retryMaximum: Duration
+    /// `ALLOCATION_TICK_MS`, default 250: how often deadlines and retries are checked.
+    package var tick: Duration
+
+    package init(environment: ServiceEnvironment) throws(ConfigurationError) {
+        offerTimeout = try environment.seconds("OFFER_TIMEOUT_SECONDS", default: .seconds(60), in: 1...3600)
+        receiptTimeout = try environment.seconds("OFFER_RECEIPT_TIMEOUT_SECONDS", default: .seconds(10), in: 1...3600)
+        radiusMeters = try environment.double("ALLOCATION_RADIUS_KM", default: 5, in: 0.1...500) * 1000
+        preciseAccuracyMeters = try environment.double("PRECISE_LOCATION_ACCURACY_METERS", default: 50, in: 1...10_000)
+        locationMaxAge = try environment.seconds("PRECISE_LOCATION_MAX_AGE_SECONDS", default: .seconds(120), in: 1...86_400)
+        retryInitial = try environment.milliseconds("ALLOCATION_RETRY_INITIAL_MS", default: .seconds(2), in: 10...3_600_000)
+        retryMaximum = try environment.seconds("ALLOCATION_RETRY_MAX_SECONDS", default: .seconds(60), in: 1...86_400)
+        tick = try environment.milliseconds("ALLOCATION_TICK_MS", default: .milliseconds(250), in: 10...60_000)
+    }
+
+    /// What the rider earns for a trip (to the vendor, then to the customer): ₹25 plus ₹10 a kilometre, whole
+    /// rupees.
+    package static func earnings(tripKilometres: Double) -> Decimal {
+        Decimal((25 + 10 * tripKilometres).rounded())
+    }
+}
+
+/// An offer as the rider's app sees it: the neighbourhood of the delivery, never the customer's address.
+package struct OfferView: Codable, Sendable, Equatable, ResponseEncodable {
+    package struct Vendor: Codable, Sendable, Equatable {
+        package var name: String
+        package var address: String
+    }
+
+    package struct Earnings: Codable, Sendable, Equatable {
+        package var amount: Decimal
+        package var currency: String
+    }
+
+    package var offerId: String
+    package var orderId: String
+    package var vendor: Vendor
+    package var deliveryArea: String
+    package var distanceKm: Double
+    package var earnings: Earnings
+    package var expiresAt: Date
+    package var timeoutSeconds: Int
+    /// pending, accepted, rejected, timed_out, unreachable, rescinded.
+    package var status: String
+}
+
+/// A rider's availability as the app sees it.
+package struct RiderView: Codable, Sendable, Equatable, ResponseEncodable {
+    package var riderId: String
+    /// offline, online, offered, delivering.
+    package var status: String
+    package var location: RiderLocation?
+    package var currentOrderId: String?
+}
+
+/// A position fix from the rider's device.
+package struct RiderLocation: Codable, Sendable, Equatable {
+    package var lat: Double
+    package var lng: Double
+    package var accuracyMeters: Double
+    package var recordedAt: Date
+}
+
+/// What the rider's sockets are told after a transaction commits.
+package enum RiderNotice: Sendable {
+    case offer(riderId: String, OfferView)
+    case expired(riderId: String, offerId: String, orderId: String)
+    case rescinded(riderId: String, offerId: String, orderId: String)
+}

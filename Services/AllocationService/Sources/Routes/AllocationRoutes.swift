@@ -1,0 +1,88 @@
+import Contracts
+import Foundation
+import Hummingbird
+import ServiceKit
+import Synchronization
+
+/// The rider's REST API: availability, the pending offer, and answering it.
+struct AllocationRoutes: Sendable {
+    let database: Database
+    let engine: AllocationEngine
+    let notifier: RiderNotifier
+
+    struct Availability: Codable, Sendable {
+        enum Status: String, Codable, Sendable {
+            case online
+            case offline
+        }
+
+        var status: Status
+        var location: RiderLocation?
+    }
+
+    func register(on api: RouterGroup<ServiceRequestContext>) {
+        api.put("riders/me/availability") { request, context in
+            let identity = try context.requireIdentity(.rider)
+            let (input, _) = try await request.decodeJSON(Availability.self, context: context)
+            let rider = PersonRef(id: identity.userId, name: identity.name ?? "Rider")
+            let (view, notices) = try await database.transaction { connection in
+                try await engine.setAvailability(rider: rider, online: input.status == .online, location: input.location, on: connection)
+            }
+            await notifier.after(notices)
+            return view
+        }
+        api.get("riders/me") { _, context in
+            let identity = try context.requireIdentity(.rider)
+            let view = try await database.withConnection { try await engine.rider(identity.userId, on: $0) }
+            return view ?? RiderView(riderId: identity.userId, status: "offline", location: nil, currentOrderId: nil)
+        }
+        api.get("riders/me/offer") { _, context in
+            let identity = try context.requireIdentity(.rider)
+            guard let offer = try await database.withConnection({ try await engine.pendingOffer(riderId: identity.userId, on: $0) }) else {
+                throw APIError.notFound("no pending offer", code: .noActiveOffer)
+            }
+            return offer
+        }
+        api.post("offers/:id/received") { request, context in
+            let (identity, offerId) = try rider(context)
+            let body = try await request.collectBody(upTo: 16 * 1024)
+            let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
+            return try await database.idempotentTransaction(idempotency) { try await engine.received(offerId, riderId: identity.userId, on: $0) }
+        }
+        api.post("offers/:id/accept") { request, context in
+            let (identity, offerId) = try rider(context)
+            let body = try await request.collectBody(upTo: 16 * 1024)
+            let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
+            let rider = PersonRef(id: identity.userId, name: identity.name ?? "Rider")
+            return try await database.idempotentTransaction(idempotency) { try await engine.accept(offerId, rider: rider, on: $0) }
+        }
+        api.post("offers/:id/reject") { request, context in
+            let (identity, offerId) = try rider(context)
+            let body = try await request.collectBody(upTo: 16 * 1024)
+            let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
+            let pending = NoticeBox()
+            let response = try await database.idempotentTransaction(idempotency) { connection in
+                let (view, notices) = try await engine.reject(offerId, riderId: identity.userId, on: connection)
+                pending.set(notices)
+                return view
+            }
+            await notifier.after(pending.take())
+            return response
+        }
+    }
+
+    private func rider(_ context: ServiceRequestContext) throws -> (Identity, UUID) {
+        let identity = try context.requireIdentity(.rider)
+        guard let offerId = UUID(uuidString: try context.parameters.require("id")) else {
+            throw APIError.notFound("no such offer")
+        }
+        return (identity, offerId)
+    }
+}
+
+/// Carries notices out of an idempotent transaction's closure.
+final class NoticeBox: Sendable {
+    private let notices = Mutex<[RiderNotice]>([])
+    func set(_ value: [RiderNotice]) { notices.withLock { $0 = value } }
+    func take() -> [RiderNotice] { notices.withLock { $0 } }
+}

@@ -1,0 +1,383 @@
+import AllocationService
+import Contracts
+import Foundation
+import Kafka
+import PostgresNIO
+import Realtime
+import ServiceKit
+import TestSupport
+import Testing
+
+/// A random spot in central India, far from the other tests' riders (and from the Bangalore of the order and
+/// chat tests), so that parallel tests never offer each other's orders.
+struct Spot: Sendable {
+    var lat = Double.random(in: 18...26)
+    var lng = Double.random(in: 74...84)
+    /// `kilometres` north of the spot.
+    func north(_ kilometres: Double) -> (lat: Double, lng: Double) { (lat + kilometres * 0.009, lng) }
+}
+
+/// One allocation service for the suite, with short deadlines (offers last 4 s, a receipt is due within 2 s) and a
+/// broker of its own: the order service of a parallel suite would otherwise refuse these tests' accepted offers for
+/// orders it never saw, releasing their riders.
+struct AllocationHarness: Sendable {
+    static let settings = [
+        "OFFER_TIMEOUT_SECONDS": "4", "OFFER_RECEIPT_TIMEOUT_SECONDS": "2", "ALLOCATION_TICK_MS": "100",
+        "ALLOCATION_RETRY_INITIAL_MS": "200", "ALLOCATION_RETRY_MAX_SECONDS": "5",
+    ]
+    let client: ServiceClient
+    let schema: String
+    let broker: TansuBroker
+
+    private static let shared = SuiteShared {
+        let schema = uniqueName("allocation")
+        let broker = TansuBroker(port: 19110)
+        try await broker.start()
+        let client = try await startSuiteService(AllocationService.self, schema: schema, brokers: broker.address, extra: settings)
+        return AllocationHarness(client: client, schema: schema, broker: broker)
+    }
+
+    static func get() async throws -> AllocationHarness { try await shared.get() }
+
+    /// Runs a scenario of rider_scenarios.py around a fresh spot with riders `riders` (names) and a fresh order.
+    func scenario(_ name: String, riders: [String], extra: [String: String] = [:]) async throws -> JSONValue {
+        let spot = Spot()
+        let customerId = uniqueName("customer")
+        var config = [
+            "url": client.baseURL, "brokers": broker.address, "lat": String(spot.lat), "lng": String(spot.lng),
+            "orderId": UUID().uuidString.lowercased(), "customerId": customerId,
+            "customerToken": try await TestAuth.token(customerId, .customer),
+        ]
+        for rider in riders {
+            let riderId = uniqueName("rider")
+            config["\(rider)Id"] = riderId
+            config["\(rider)Token"] = try await TestAuth.token(riderId, .rider, name: "Rider \(rider)")
+        }
+        config.merge(extra) { _, new in new }
+        let json = String(decoding: try JSONEncoder().encode(config), as: UTF8.self)
+        return try await runPythonScenario("python/rider_scenarios.py", [name, json])
+    }
+}
+
+/// A rider's availability request.
+struct AvailabilityBody: Encodable {
+    struct Location: Encodable {
+        var lat: Double
+        var lng: Double
+        var accuracyMeters: Double
+        var recordedAt: Date
+    }
+
+    var status: String
+    var location: Location?
+
+    static func online(at point: (lat: Double, lng: Double), accuracy: Double = 8, age: TimeInterval = 1) -> AvailabilityBody {
+        AvailabilityBody(
+            status: "online",
+            location: Location(lat: point.lat, lng: point.lng, accuracyMeters: accuracy, recordedAt: Date().addingTimeInterval(-age))
+        )
+    }
+}
+
+extension ServiceClient {
+    func setAvailability(_ body: AvailabilityBody, token: String?) async throws -> Answer {
+        try await request(.PUT, "/v1/riders/me/availability", token: token, body: try ContractCoding.encode(body))
+    }
+}
+
+func code(_ answer: JSONValue?) -> String? { answer?["body"]?["error"]?["code"]?.stringValue }
+func status(_ answer: JSONValue?) -> Double? { answer?["status"]?.doubleValue }
+func eventTypes(_ events: JSONValue?) -> [String] { events?.arrayValue.compactMap { $0["type"]?.stringValue } ?? [] }
+
+@Suite("Allocation service (RDR-010, RDR-020)", .timeLimit(.minutes(3)))
+struct AllocationServiceTests {
+    @Test("the nearest rider gets the offer (socket and push) and accepts it; the rider is on the delivery until it ends")
+    func offerAndAccept() async throws {
+        let harness = try await AllocationHarness.get()
+        let result = try await harness.scenario("accept", riders: ["near", "far"])
+        #expect(result["customer_refused"]?.stringValue != nil, "a customer joined /rider")
+        #expect(status(result["near_online"]) == 200)
+        let offer = try #require(result["offer"]?[0], "no offer: \(result)")
+        #expect(result["offer"]?.arrayValue.count == 1)
+        #expect(offer["vendor"]?["name"]?.stringValue == "Spice Route")
+        #expect(offer["vendor"]?["address"]?.stringValue == "12 MG Road, Indiranagar")
+        #expect(offer["deliveryArea"]?.stringValue == "Koramangala")
+        #expect(!offer.serialized.contains("Lake View"), "the customer's address reached the rider: \(offer)")
+        #expect(abs((offer["distanceKm"]?.doubleValue ?? 0) - 1) < 0.11)
+        // ₹25 + ₹10/km over 1 km to the vendor and 3 km to the customer.
+        #expect(offer["earnings"]?["amount"]?.doubleValue == 65)
+        #expect(offer["earnings"]?["currency"]?.stringValue == "INR")
+        #expect(offer["timeoutSeconds"]?.doubleValue == 4)
+        #expect(offer["expiresAt"]?.stringValue != nil)
+        #expect(result["receipt_ack"]?["offerId"] == offer["offerId"])
+        #expect(result["bad_receipt"]?["error"]?["code"]?.stringValue == "VALIDATION_FAILED")
+        #expect(result["near_pending"]?["body"]?["offerId"] == offer["offerId"])
+        #expect(code(result["far_pending"]) == "NO_ACTIVE_OFFER")
+        #expect(status(result["far_accepts_near_offer"]) == 404)
+        #expect(result["accepted"]?["body"]?["status"]?.stringValue == "accepted")
+        #expect(result["accepted_again_same_key"]?["body"] == result["accepted"]?["body"])
+        #expect(code(result["accepted_again"]) == "OFFER_NOT_PENDING")
+        #expect(result["near_after_accept"]?["status"]?.stringValue == "delivering")
+        #expect(code(result["offline_on_delivery"]) == "RIDER_ON_DELIVERY")
+        #expect(result["far_offers"]?.arrayValue.isEmpty == true)
+        #expect(eventTypes(result["events"]) == ["OfferSent", "OfferAccepted"])
+        #expect(result["events"]?[1]?["payload"]?["rider"]?["name"]?.stringValue == "Rider near")
+        let push = try #require(result["push"]?.arrayValue.last?["payload"])
+        #expect(push["title"]?.stringValue == "New delivery offer")
+        #expect(push["body"]?.stringValue == "New delivery offer! Earn an estimated ₹65.")
+        #expect(push["priority"]?.stringValue == "high")
+        #expect(push["sound"]?.stringValue == "offer_alert")
+        #expect(push["ttlSeconds"]?.doubleValue == 4)
+        #expect(push["data"]?["link"]?.stringValue == "app://offers/\(offer["offerId"]?.stringValue ?? "")")
+        #expect(result["near_after_delivery"]?["status"]?.stringValue == "online")
+    }
+
+    @Test("a rejected offer and an expired one go to the next nearest rider; answers after that are refused")
+    func rejectionAndExpiry() async throws {
+        let harness = try await AllocationHarness.get()
+        let result = try await harness.scenario("reassign", riders: ["near", "middle", "far"])
+        #expect(result["rejected"]?["body"]?["status"]?.stringValue == "rejected")
+        #expect(code(result["rejected_then_accepted"]) == "OFFER_NOT_PENDING")
+        #expect(result["middle_offer"]?.arrayValue.count == 1)
+        #expect(result["middle_expired"]?[0]?["reason"]?.stringValue == "timed_out")
+        #expect(result["middle_after_expiry"]?["status"]?.stringValue == "online")
+        #expect(code(result["expired_then_accepted"]) == "OFFER_EXPIRED")
+        #expect(result["far_accepted"]?["body"]?["status"]?.stringValue == "accepted")
+        #expect(result["near_offers"]?.arrayValue.count == 1, "a rider who declined was offered the order again")
+        #expect(result["middle_offers"]?.arrayValue.count == 1, "a rider who timed out was offered the order again")
+        let events = result["events"]?.arrayValue ?? []
+        #expect(eventTypes(result["events"]) == ["OfferSent", "OfferRejected", "OfferSent", "OfferRejected", "OfferSent", "OfferAccepted"])
+        #expect(events.compactMap { $0["payload"]?["reason"]?.stringValue } == ["rejected", "timed_out"])
+    }
+
+    @Test("two orders ready at once are never offered to one rider together")
+    func oneOfferAtATime() async throws {
+        let harness = try await AllocationHarness.get()
+        let result = try await harness.scenario("one_at_a_time", riders: ["near", "far"], extra: ["secondOrderId": UUID().uuidString.lowercased()])
+        let near = result["near_offers"]?.arrayValue ?? []
+        let far = result["far_offers"]?.arrayValue ?? []
+        #expect(near.count == 1, "\(result)")
+        #expect(far.count == 1, "\(result)")
+        #expect(near.first?["orderId"] != far.first?["orderId"])
+        #expect(result["near_pending"]?["body"]?["offerId"] == near.first?["offerId"])
+    }
+
+    @Test("the database refuses a second pending offer for a rider, whatever the code does")
+    func databaseEnforcesOneOffer() async throws {
+        let harness = try await AllocationHarness.get()
+        let riderId = uniqueName("rider")
+        let (first, second) = (uniqueName("order"), uniqueName("order"))
+        let refused = try await withTestDatabase(schema: harness.schema, migrations: []) { database in
+            try await database.transaction { connection in
+                try await connection.query("INSERT INTO riders (rider_id, name, status) VALUES (\(riderId), 'R', 'offered')", logger: database.logger)
+                for orderId in [first, second] {
+                    try await connection.query(
+                        """
+                        INSERT INTO allocations (order_id, customer_id, vendor_name, vendor_address, vendor_lat, vendor_lng, delivery_area,
+                                                 delivery_lat, delivery_lng, status)
+                        VALUES (\(orderId), 'c', 'v', 'a', 0, 0, 'area', 0, 0, 'searching')
+                        """, logger: database.logger
+                    )
+                }
+            }
+            let insert = { @Sendable (orderId: String) async throws in
+                try await database.transaction { connection in
+                    _ = try await connection.query(
+                        """
+                        INSERT INTO offers (offer_id, order_id, rider_id, status, distance_km, earnings, expires_at, receipt_deadline,
+                                            received_at)
+                        VALUES (\(UUID()), \(orderId), \(riderId), 'pending', 1, 30, now() + interval '1 minute',
+                                now() + interval '1 minute', now())
+                        """, logger: database.logger
+                    )
+                }
+            }
+            try await insert(first)
+            do {
+                try await insert(second)
+                return false
+            } catch let error as PSQLError {
+                return error.serverInfo?[.constraintName] == "offers_one_pending_per_rider"
+            }
+        }
+        #expect(refused)
+    }
+
+    @Test("a cancelled order's pending offer is rescinded; the rider is online again")
+    func rescindOnCancel() async throws {
+        let harness = try await AllocationHarness.get()
+        let result = try await harness.scenario("rescind", riders: ["near"])
+        #expect(result["rescinded"]?[0]?["message"]?.stringValue == "This offer is no longer available")
+        #expect(code(result["accept_after_rescind"]) == "OFFER_RESCINDED")
+        #expect(result["rider_after"]?["status"]?.stringValue == "online")
+        #expect(code(result["pending_after"]) == "NO_ACTIVE_OFFER")
+    }
+
+    @Test("a rider whose app never confirms the offer is recorded unreachable within the receipt time; the next rider gets it")
+    func unreachableRiderSkipped() async throws {
+        let harness = try await AllocationHarness.get()
+        let result = try await harness.scenario("unreachable", riders: ["near", "far"])
+        #expect(result["offer"]?.arrayValue.count == 1, "\(result)")
+        let seconds = result["offer_seconds"]?.doubleValue ?? 0
+        // The receipt window is 2 s and the offer 4 s: the far rider is asked before the first offer would expire.
+        #expect(seconds >= 2 && seconds < 4, "the next rider was offered after \(seconds) s")
+        #expect(result["silent_after"]?["status"]?.stringValue == "offline")
+        let reasons = result["events"]?.arrayValue.compactMap { $0["payload"]?["reason"]?.stringValue }
+        #expect(reasons == ["unreachable"])
+    }
+
+    @Test("with nobody eligible AllocationFailed is published and a rider who comes online later gets the order")
+    func nobodyEligibleThenLaterRider() async throws {
+        let harness = try await AllocationHarness.get()
+        let result = try await harness.scenario("later_rider", riders: ["near"])
+        #expect(eventTypes(result["events"]).first == "AllocationFailed")
+        #expect(status(result["online"]) == 200)
+        #expect(result["offer"]?.arrayValue.count == 1)
+    }
+
+    @Test("going online needs a precise, fresh fix (RDR-020); otherwise 422 and the rider stays offline")
+    func preciseLocationRequired() async throws {
+        let client = try await AllocationHarness.get().client
+        let token = try await TestAuth.token(uniqueName("rider"), .rider)
+        let spot = Spot().north(0)
+        for body in [
+            AvailabilityBody.online(at: spot, accuracy: 120), .online(at: spot, age: 600), .online(at: spot, age: -300),
+            AvailabilityBody(status: "online"),
+        ] {
+            let answer = try await client.setAvailability(body, token: token)
+            #expect(answer.status == 422)
+            #expect(answer.errorCode == "PRECISE_LOCATION_REQUIRED")
+        }
+        #expect(try await client.get("/v1/riders/me", token: token).decode(RiderView.self).status == "offline")
+        let online = try await client.setAvailability(.online(at: spot, accuracy: 50), token: token)
+        #expect(online.status == 200)
+        #expect(try online.decode(RiderView.self).status == "online")
+        let offline = try await client.setAvailability(AvailabilityBody(status: "offline"), token: token)
+        #expect(try offline.decode(RiderView.self).status == "offline")
+    }
+
+    @Test("positions from couriers.positions move an online rider; older ones are ignored")
+    func positionsMoveRiders() async throws {
+        let harness = try await AllocationHarness.get()
+        let client = harness.client
+        let riderId = uniqueName("rider")
+        let token = try await TestAuth.token(riderId, .rider)
+        let spot = Spot()
+        #expect(try await client.setAvailability(.online(at: spot.north(0), age: 5), token: token).status == 200)
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [harness.broker.address], clientId: "allocation-tests")
+            ),
+            logger: TestInfrastructure.logger("allocation-tests")
+        )
+        for (kilometres, age) in [(2.0, 0.0), (1.0, 3.0)] {
+            let point = spot.north(kilometres)
+            let position = PositionUpdated(
+                courierId: riderId, role: .rider, lat: point.lat, lng: point.lng, accuracyMeters: 5, headingDegrees: nil, speedMps: 4,
+                recordedAt: Date().addingTimeInterval(-age)
+            )
+            let envelope = EventEnvelope(aggregateId: riderId, payload: position)
+            try await producer.send(topic: Topic.couriersPositions.rawValue, key: riderId, value: try ContractCoding.encode(envelope))
+        }
+        try await eventually(timeout: .seconds(20), "the rider moved 2 km north") {
+            let rider = try await client.get("/v1/riders/me", token: token).decode(RiderView.self)
+            return abs((rider.location?.lat ?? 0) - spot.north(2).lat) < 1e-9
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        let rider = try await client.get("/v1/riders/me", token: token).decode(RiderView.self)
+        #expect(abs((rider.location?.lat ?? 0) - spot.north(2).lat) < 1e-9, "an older position moved the rider back")
+        await producer.close()
+    }
+
+    @Test("bad ids, wrong roles, missing tokens and malformed bodies get their 4xx and code")
+    func badRequests() async throws {
+        let client = try await AllocationHarness.get().client
+        let rider = try await TestAuth.token(uniqueName("rider"), .rider)
+        let customer = try await TestAuth.token(uniqueName("customer"), .customer)
+        let spot = Spot().north(0)
+        #expect(try await client.setAvailability(.online(at: spot), token: nil).status == 401)
+        let wrongRole = try await client.setAvailability(.online(at: spot), token: customer)
+        #expect(wrongRole.status == 403)
+        #expect(wrongRole.errorCode == "FORBIDDEN")
+        #expect(try await client.get("/v1/riders/me/offer", token: customer).errorCode == "FORBIDDEN")
+        let malformed = try await client.request(.PUT, "/v1/riders/me/availability", token: rider, body: Data("{\"status\":".utf8))
+        #expect(malformed.status == 400)
+        #expect(malformed.errorCode != nil)
+        let unknownStatus = try await client.request(.PUT, "/v1/riders/me/availability", token: rider, body: Data(#"{"status":"flying"}"#.utf8))
+        #expect(unknownStatus.status == 400)
+        let outOfRange = try await client.setAvailability(.online(at: (lat: 95, lng: 10)), token: rider)
+        #expect(outOfRange.status == 400)
+        #expect(outOfRange.errorCode == "VALIDATION_FAILED")
+        #expect(try await client.get("/v1/riders/me/offer", token: rider).errorCode == "NO_ACTIVE_OFFER")
+        for path in ["/v1/offers/not-an-id/accept", "/v1/offers/\(UUID())/accept", "/v1/offers/\(UUID())/reject", "/v1/offers/\(UUID())/received"] {
+            let answer = try await client.request(.POST, path, token: rider)
+            #expect(answer.status == 404, "\(path)")
+            #expect(answer.errorCode == "NOT_FOUND", "\(path)")
+        }
+        #expect(try await client.request(.POST, "/v1/offers/\(UUID())/accept", token: customer).status == 403)
+        let longKey = try await client.request(
+            .POST, "/v1/offers/\(UUID())/accept", token: rider, headers: ["Idempotency-Key": String(repeating: "k", count: 300)]
+        )
+        #expect(longKey.status == 400)
+    }
+}
+
+@Suite("Allocation deadlines survive a restart", .timeLimit(.minutes(3)))
+struct AllocationRestartTests {
+    @Test("an offer whose deadline passed while the service was down expires when it is back; the next rider gets the order")
+    func expiryAfterRestart() async throws {
+        let schema = uniqueName("allocation")
+        let extra = ["OFFER_TIMEOUT_SECONDS": "2", "OFFER_RECEIPT_TIMEOUT_SECONDS": "60", "ALLOCATION_TICK_MS": "100"]
+        let spot = Spot()
+        let (nearId, farId) = (uniqueName("rider"), uniqueName("rider"))
+        let near = try await TestAuth.token(nearId, .rider)
+        let far = try await TestAuth.token(farId, .rider)
+        let orderId = UUID().uuidString.lowercased()
+        func application() async throws -> ServiceApplication {
+            let environment = try testServiceEnvironment(schema: schema, extra: extra)
+            return try await AllocationService.buildApplication(
+                configuration: try AllocationService.configuration(environment: environment), environment: environment,
+                logger: TestInfrastructure.logger("allocation-service")
+            )
+        }
+        let offer = try await withRunningService(try await application()) { client in
+            try await eventually(timeout: .seconds(30), "ready") { (try? await client.get("/ready").status) == 200 }
+            #expect(try await client.setAvailability(.online(at: spot.north(1)), token: near).status == 200)
+            #expect(try await client.setAvailability(.online(at: spot.north(2)), token: far).status == 200)
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(
+                    client: KafkaClientConfiguration(bootstrapServers: [try TestInfrastructure.kafkaBrokers()], clientId: "allocation-tests")
+                ),
+                logger: TestInfrastructure.logger("allocation-tests")
+            )
+            let vendor = VendorRef(id: "vendor-1", name: "Spice Route", address: Address(line1: "12 MG Road", area: "Indiranagar", lat: spot.lat, lng: spot.lng))
+            let ready = OrderReadyForPickup(
+                orderId: orderId, customerId: uniqueName("customer"), vendor: vendor, deliveryArea: "Koramangala",
+                deliveryLocation: GeoPoint(lat: spot.lat - 0.02, lng: spot.lng), totalAmount: 100
+            )
+            try await producer.send(
+                topic: Topic.ordersEvents.rawValue, key: orderId, value: try ContractCoding.encode(EventEnvelope(aggregateId: orderId, payload: ready))
+            )
+            await producer.close()
+            var offer: OfferView?
+            try await eventually(timeout: .seconds(30), "the near rider's offer") {
+                offer = try? await client.get("/v1/riders/me/offer", token: near).decode(OfferView.self)
+                return offer != nil
+            }
+            return try #require(offer)
+        }
+        // Down while the deadline passes.
+        try await Task.sleep(for: .seconds(3))
+        try await withRunningService(try await application()) { client in
+            var farOffer: OfferView?
+            try await eventually(timeout: .seconds(30), "the far rider's offer after the restart") {
+                farOffer = try? await client.get("/v1/riders/me/offer", token: far).decode(OfferView.self)
+                return farOffer != nil
+            }
+            #expect(farOffer?.orderId == orderId)
+            let late = try await client.request(.POST, "/v1/offers/\(offer.offerId)/accept", token: near)
+            #expect(late.errorCode == "OFFER_EXPIRED")
+            #expect(try await client.get("/v1/riders/me", token: near).decode(RiderView.self).status == "online")
+        }
+    }
+}

@@ -1,0 +1,141 @@
+"""What the python scenario scripts of the service tests share: stock python-socketio clients, an order-event
+publisher that writes orders.events the way the order service does, and a reader of the services' topics."""
+import datetime
+import json
+import time
+import uuid
+
+import socketio
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+
+def now(offset_seconds=0.0):
+    moment = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=offset_seconds)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Orders:
+    """Publishes one order's events on orders.events, keyed and enveloped as the order service does."""
+
+    def __init__(self, config, vendor=None, delivery=None):
+        self.producer = Producer({"bootstrap.servers": config["brokers"], "enable.idempotence": True, "linger.ms": 1})
+        self.order = config["orderId"]
+        self.customer = config["customerId"]
+        self.vendor = vendor or {"id": "vendor-1", "name": "Spice Route",
+                                 "address": {"line1": "4 Lake View", "area": "Koramangala", "lat": 12.93, "lng": 77.62}}
+        self.delivery = delivery or {"line1": "4 Lake View", "area": "Koramangala", "lat": 12.93, "lng": 77.62}
+
+    def publish(self, event_type, payload):
+        envelope = {
+            "eventId": str(uuid.uuid4()), "type": event_type, "aggregateId": self.order, "occurredAt": now(),
+            "schemaVersion": 1, "payload": payload,
+        }
+        self.producer.produce("orders.events", key=self.order, value=json.dumps(envelope))
+        self.producer.flush(10)
+
+    def created(self):
+        self.publish("OrderCreated", {
+            "orderId": self.order, "customerId": self.customer, "paymentMode": "prepaid", "totalAmount": 249.5,
+            "requiresPhotoProof": False, "deliveryAddress": self.delivery, "vendor": self.vendor,
+        })
+
+    def ready(self):
+        self.publish("OrderReadyForPickup", {
+            "orderId": self.order, "customerId": self.customer, "vendor": self.vendor, "deliveryArea": self.delivery["area"],
+            "deliveryLocation": {"lat": self.delivery["lat"], "lng": self.delivery["lng"]}, "totalAmount": 249.5,
+        })
+
+    def assigned(self, rider_id, rider_name):
+        self.publish("RiderAssigned", {
+            "orderId": self.order, "customerId": self.customer, "vendorId": self.vendor["id"], "offerId": "offer-1",
+            "rider": {"id": rider_id, "name": rider_name},
+        })
+
+    def reassigned(self, rider_id, rider_name, previous):
+        self.publish("RiderReassigned", {
+            "orderId": self.order, "customerId": self.customer, "vendorId": self.vendor["id"], "offerId": "offer-2",
+            "rider": {"id": rider_id, "name": rider_name}, "previousRiderId": previous,
+        })
+
+    def delivered(self, rider_id):
+        self.publish("OrderDelivered", {
+            "orderId": self.order, "customerId": self.customer, "vendorId": self.vendor["id"], "riderId": rider_id,
+            "deliveredAt": now(),
+        })
+
+    def cancelled(self):
+        self.publish("OrderCancelled", {
+            "orderId": self.order, "customerId": self.customer, "vendorId": self.vendor["id"], "cancelledBy": "customer",
+        })
+
+
+class SocketClient:
+    """A python-socketio client on one namespace that records the server events it is told to listen for."""
+
+    def __init__(self, url, namespace, token, events, on_event=None):
+        self.namespace = namespace
+        self.events = []
+        self.client = socketio.Client(reconnection=False)
+        for name in events:
+            self.client.on(name, (lambda event: lambda data: self._record(event, data, on_event))(name), namespace=namespace)
+        self.client.connect(url, namespaces=[namespace], auth={"token": token}, wait_timeout=10)
+
+    def _record(self, event, data, on_event):
+        self.events.append([event, data])
+        if on_event:
+            on_event(self, event, data)
+
+    def call(self, event, data):
+        return self.client.call(event, data, namespace=self.namespace, timeout=10)
+
+    def emit(self, event, data):
+        self.client.emit(event, data, namespace=self.namespace)
+
+    def received(self, name):
+        return [data for event, data in self.events if event == name]
+
+    def wait_for(self, name, count=1, seconds=10):
+        deadline = time.time() + seconds
+        while len(self.received(name)) < count and time.time() < deadline:
+            time.sleep(0.02)
+        return self.received(name)
+
+    def close(self):
+        self.client.disconnect()
+
+
+def refused_connection(url, namespace, token):
+    """The reason the server gives for refusing a connection to `namespace`, or None if it accepted it."""
+    try:
+        SocketClient(url, namespace, token, []).close()
+        return None
+    except socketio.exceptions.ConnectionError as error:
+        return str(error)
+
+
+class TopicReader:
+    """Reads every partition of a topic from the beginning (assigned directly: no consumer-group join to wait for),
+    keeping the events that match a filter."""
+
+    def __init__(self, config, topic):
+        self.consumer = Consumer({
+            "bootstrap.servers": config["brokers"], "group.id": f"scenario-{uuid.uuid4()}", "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+        })
+        partitions = self.consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        self.consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING) for partition in partitions])
+
+    def collect(self, matches, until, seconds=20):
+        """Decoded envelopes for which `matches` holds, until `until(found)` holds or `seconds` pass."""
+        found, deadline = [], time.time() + seconds
+        while time.time() < deadline and not until(found):
+            message = self.consumer.poll(0.2)
+            if message is None or message.error():
+                continue
+            envelope = json.loads(message.value())
+            if matches(envelope):
+                found.append(envelope)
+        return found
+
+    def close(self):
+        self.consumer.close()
