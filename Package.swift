@@ -117,6 +117,10 @@ let package = Package(
         ),
         .target(
             name: "LoadKit",
+            dependencies: [
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Benchmarks/LoadKit",
             swiftSettings: swiftSettings
         ),
@@ -130,6 +134,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/AllocationLoad",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "location-load",
+            dependencies: [
+                "Contracts", "Kafka", "ServiceKit", "LoadKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/LocationLoad",
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -48,7 +48,7 @@ struct AllocationLoad: AsyncParsableCommand {
         clientConfiguration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 32)
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         let seeding = ContinuousClock.now
-        let failures = Counter()
+        let failures = LoadCounter()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, rider) in positions.enumerated() {
                 if index >= 32 { try await group.next() }
@@ -104,7 +104,7 @@ struct AllocationLoad: AsyncParsableCommand {
                     pushes.add(since: start)
                 }
             }
-            let connected = Counter()
+            let connected = LoadCounter()
             for target in targets {
                 let token = try await issuer.token(userId: target.id, role: .rider, name: "Rider")
                 group.addTask {
@@ -150,16 +150,11 @@ struct AllocationLoad: AsyncParsableCommand {
 /// publication and confirms receiving it.
 enum RiderSocket {
     static func run(
-        url: String, token: String, sent: PublishTimes, offers: LatencySamples, connected: Counter,
+        url: String, token: String, sent: PublishTimes, offers: LatencySamples, connected: LoadCounter,
         logger: Logger
     ) async {
         do {
-            try await WebSocketClient.connect(url: url, configuration: .init(maxFrameSize: 1 << 20, autoPing: .disabled), logger: logger) {
-                inbound, outbound, _ in
-                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
-                guard case .text? = try await messages.next() else { return }
-                try await outbound.write(.text(#"40/rider,{"token":"\#(token)"}"#))
-                guard case .text(let answer)? = try await messages.next(), answer.hasPrefix("40/rider,") else { return }
+            try await SocketIOLoadClient.connect(url: url, namespace: "/rider", token: token, logger: logger) { messages, outbound in
                 connected.increment()
                 while let message = try await messages.next() {
                     guard case .text(let text) = message else { continue }
@@ -193,10 +188,4 @@ final class PublishTimes: Sendable {
         get { times.withLock { $0[orderId] } }
         set { times.withLock { $0[orderId] = newValue } }
     }
-}
-
-final class Counter: Sendable {
-    private let count = Atomic<Int>(0)
-    var value: Int { count.load(ordering: .relaxed) }
-    func increment() { count.add(1, ordering: .relaxed) }
 }

@@ -172,12 +172,7 @@ enum ChatSocket {
         ready: AsyncStream<Void>.Continuation, logger: Logger
     ) async {
         do {
-            try await WebSocketClient.connect(url: url, configuration: .init(maxFrameSize: 1 << 20, autoPing: .disabled), logger: logger) {
-                inbound, outbound, _ in
-                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
-                guard case .text? = try await messages.next() else { return }
-                try await outbound.write(.text(#"40/chat,{"token":"\#(token)"}"#))
-                guard case .text(let connected)? = try await messages.next(), connected.hasPrefix("40/chat,") else { return }
+            try await SocketIOLoadClient.connect(url: url, namespace: "/chat", token: token, logger: logger) { messages, outbound in
                 ready.yield()
                 // Join, retrying while the room is not open yet; time the successful join.
                 var attempt = 0

@@ -21,6 +21,10 @@ package struct Topic: RawRepresentable, Hashable, Codable, Sendable, CustomStrin
     package static let notificationsEvents = Topic("notifications.events")
 
     /// Every topic of the system, created at start-up by the services.
+    /// How long the broker keeps the topic's messages when the default (days) is too long: positions are
+    /// ephemeral (US-072), an hour of them is plenty for a consumer that restarts.
+    package var retention: Duration? { self == .couriersPositions ? .seconds(3600) : nil }
+
     package static let all: [Topic] = [
         .ordersEvents, .allocationEvents, .couriersPositions, .trackingEvents, .chatMessages,
         .notificationsRequests, .notificationsEvents,

@@ -6,10 +6,13 @@ package struct KafkaTopicSpecification: Sendable {
     package var name: String
     package var partitions: Int
     package var replicationFactor: Int
-    package init(name: String, partitions: Int = 3, replicationFactor: Int = 1) {
+    /// Topic configuration, e.g. `retention.ms`.
+    package var configs: [String: String]
+    package init(name: String, partitions: Int = 3, replicationFactor: Int = 1, configs: [String: String] = [:]) {
         self.name = name
         self.partitions = partitions
         self.replicationFactor = replicationFactor
+        self.configs = configs
     }
 }
 
@@ -50,6 +53,9 @@ package enum KafkaAdmin {
                 throw KafkaError(
                     .topicCreationFailed, message: "invalid topic \(topic.name): \(String(errorBuffer: error))"
                 )
+            }
+            for (name, value) in topic.configs.sorted(by: { $0.key < $1.key }) {
+                rd_kafka_NewTopic_set_config(newTopic, name, value)
             }
             newTopics.append(newTopic)
         }

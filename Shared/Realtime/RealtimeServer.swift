@@ -37,7 +37,7 @@ package final class RealtimeServer: Service, Sendable {
                 if let adapter {
                     group.addTask { [socketIO = self.socketIO] in
                         try await cancelWhenGracefulShutdown {
-                            try await adapter.run { broadcast in socketIO.deliver(broadcast) }
+                            try await adapter.run(origin: socketIO.instanceId) { broadcast in socketIO.deliver(broadcast) }
                         }
                     }
                 }

@@ -14,24 +14,32 @@ def now(offset_seconds=0.0):
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class Orders:
-    """Publishes one order's events on orders.events, keyed and enveloped as the order service does."""
+class OrderEventPublisher:
+    """Publishes one aggregate's events on orders.events, keyed and enveloped as the order service does."""
+
+    def __init__(self, config, key):
+        self.producer = Producer({"bootstrap.servers": config["brokers"], "enable.idempotence": True, "linger.ms": 1})
+        self.key = key
+
+    def publish(self, event_type, payload):
+        envelope = {
+            "eventId": str(uuid.uuid4()), "type": event_type, "aggregateId": self.key, "occurredAt": now(),
+            "schemaVersion": 1, "payload": payload,
+        }
+        self.producer.produce("orders.events", key=self.key, value=json.dumps(envelope))
+        self.producer.flush(10)
+
+
+class Orders(OrderEventPublisher):
+    """One order's events."""
 
     def __init__(self, config, vendor=None, delivery=None):
-        self.producer = Producer({"bootstrap.servers": config["brokers"], "enable.idempotence": True, "linger.ms": 1})
+        super().__init__(config, config["orderId"])
         self.order = config["orderId"]
         self.customer = config["customerId"]
         self.vendor = vendor or {"id": "vendor-1", "name": "Spice Route",
                                  "address": {"line1": "4 Lake View", "area": "Koramangala", "lat": 12.93, "lng": 77.62}}
         self.delivery = delivery or {"line1": "4 Lake View", "area": "Koramangala", "lat": 12.93, "lng": 77.62}
-
-    def publish(self, event_type, payload):
-        envelope = {
-            "eventId": str(uuid.uuid4()), "type": event_type, "aggregateId": self.order, "occurredAt": now(),
-            "schemaVersion": 1, "payload": payload,
-        }
-        self.producer.produce("orders.events", key=self.order, value=json.dumps(envelope))
-        self.producer.flush(10)
 
     def created(self):
         self.publish("OrderCreated", {
@@ -66,6 +74,40 @@ class Orders:
     def cancelled(self):
         self.publish("OrderCancelled", {
             "orderId": self.order, "customerId": self.customer, "vendorId": self.vendor["id"], "cancelledBy": "customer",
+        })
+
+    def picked_up(self, rider_id, rider_name):
+        self.publish("OrderPickedUp", {
+            "orderId": self.order, "customerId": self.customer, "vendor": self.vendor,
+            "rider": {"id": rider_id, "name": rider_name}, "destination": self.delivery, "pickedUpAt": now(),
+        })
+
+
+class ServiceRequests(OrderEventPublisher):
+    """One service request's events."""
+
+    def __init__(self, config, address):
+        super().__init__(config, config["requestId"])
+        self.request = config["requestId"]
+        self.customer = config["customerId"]
+        self.address = address
+
+    def created(self):
+        self.publish("ServiceRequestCreated", {
+            "requestId": self.request, "customerId": self.customer, "serviceAddress": self.address,
+            "description": "The kitchen tap leaks",
+        })
+
+    def assigned(self, technician_id, technician_name):
+        self.publish("ServiceRequestAssigned", {
+            "requestId": self.request, "customerId": self.customer,
+            "technician": {"id": technician_id, "name": technician_name}, "serviceAddress": self.address,
+        })
+
+    def status(self, status, technician_id, technician_name):
+        self.publish("ServiceRequestStatusChanged", {
+            "requestId": self.request, "customerId": self.customer,
+            "technician": {"id": technician_id, "name": technician_name}, "status": status, "serviceAddress": self.address,
         })
 
 

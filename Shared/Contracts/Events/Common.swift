@@ -11,6 +11,20 @@ package struct GeoPoint: Codable, Sendable, Equatable, Hashable {
 }
 
 /// A street address with its neighbourhood and position.
+extension GeoPoint {
+    /// The mean radius of the Earth in metres.
+    package static let earthRadiusMeters = 6_371_000.0
+
+    /// Great-circle (haversine) distance in metres.
+    package func meters(to other: GeoPoint) -> Double {
+        let radians = Double.pi / 180
+        let dLat = (other.lat - lat) * radians
+        let dLng = (other.lng - lng) * radians
+        let h = sin(dLat / 2) * sin(dLat / 2) + cos(lat * radians) * cos(other.lat * radians) * sin(dLng / 2) * sin(dLng / 2)
+        return 2 * Self.earthRadiusMeters * asin(min(1, sqrt(h)))
+    }
+}
+
 package struct Address: Codable, Sendable, Equatable {
     package var line1: String
     /// The neighbourhood: what a rider is shown before accepting, never the street.

@@ -22,8 +22,8 @@ package struct RealtimeBroadcast: Codable, Sendable, Equatable {
 package protocol RealtimeAdapter: Sendable {
     /// Hands a broadcast to the other instances.
     func publish(_ broadcast: RealtimeBroadcast) async throws
-    /// Receives the broadcasts of all instances (its own included) until cancelled.
-    func run(deliver: @escaping @Sendable (RealtimeBroadcast) async -> Void) async throws
+    /// Receives the broadcasts of the other instances (not those of `origin`, this one) until cancelled.
+    func run(origin: String, deliver: @escaping @Sendable (RealtimeBroadcast) async -> Void) async throws
 }
 
 /// The Kafka-backed adapter: every instance publishes to one topic and consumes all of it under a consumer
@@ -48,15 +48,20 @@ package struct KafkaRealtimeAdapter: RealtimeAdapter {
 
     package func publish(_ broadcast: RealtimeBroadcast) async throws {
         try await producer.send(
-            topic: topic, key: broadcast.namespace + "|" + (broadcast.rooms.first ?? ""),
+            topic: topic, key: Self.key(origin: broadcast.origin) + broadcast.namespace + "|" + (broadcast.rooms.first ?? ""),
             value: try ContractCoding.encode(broadcast)
         )
     }
 
-    package func run(deliver: @escaping @Sendable (RealtimeBroadcast) async -> Void) async throws {
+    /// Keys start with the origin, so an instance skips its own broadcasts without decoding them.
+    static func key(origin: String) -> String { origin + "|" }
+
+    package func run(origin: String, deliver: @escaping @Sendable (RealtimeBroadcast) async -> Void) async throws {
         let consumer = try KafkaConsumer(configuration: consumer, topics: [topic], logger: logger)
+        let own = Array(Self.key(origin: origin).utf8)
         do {
             for try await message in consumer.messages {
+                if let key = message.key, key.starts(with: own) { continue }
                 do {
                     await deliver(try ContractCoding.decode(RealtimeBroadcast.self, from: message.value))
                 } catch {

@@ -18,8 +18,7 @@ package final class SocketIOSocket: Sendable {
         var rooms: Set<String> = []
         var nextAckId = 0
         var pendingAcks: [Int: CheckedContinuation<SocketIOArguments, any Error>] = [:]
-        var tokens: Double
-        var refilledAt: ContinuousClock.Instant = .now
+        var bucket: TokenBucket?
         var connected = true
     }
 
@@ -34,7 +33,7 @@ package final class SocketIOSocket: Sendable {
         self.identity = identity
         self.handshake = handshake
         self.connection = connection
-        self.state = Mutex(State(tokens: Double(namespace.rateLimit?.burst ?? 0)))
+        self.state = Mutex(State(bucket: namespace.rateLimit.map { TokenBucket(eventsPerSecond: $0.eventsPerSecond, burst: $0.burst) }))
     }
 
     /// The Engine.IO session id of the connection.
@@ -146,17 +145,7 @@ package final class SocketIOSocket: Sendable {
 
     /// Takes a token from the rate limit bucket; false if the socket is over its limit.
     func admitEvent() -> Bool {
-        guard let limit = namespace.rateLimit else { return true }
-        return state.withLock { state in
-            let now = ContinuousClock.now
-            let elapsed = now - state.refilledAt
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            state.tokens = min(Double(limit.burst), state.tokens + seconds * limit.eventsPerSecond)
-            state.refilledAt = now
-            guard state.tokens >= 1 else { return false }
-            state.tokens -= 1
-            return true
-        }
+        state.withLock { state in state.bucket?.take() ?? true }
     }
 
     /// Marks the socket gone and returns the rooms it was in; pending acks fail.

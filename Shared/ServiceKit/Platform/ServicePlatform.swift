@@ -181,7 +181,8 @@ package struct ServicePlatform: Sendable {
         let topics = Topic.all.map {
             KafkaTopicSpecification(
                 name: $0.rawValue, partitions: configuration.kafka.topicPartitions,
-                replicationFactor: configuration.kafka.topicReplicationFactor
+                replicationFactor: configuration.kafka.topicReplicationFactor,
+                configs: $0.retention.map { ["retention.ms": String($0.components.seconds * 1000)] } ?? [:]
             )
         }
         do {

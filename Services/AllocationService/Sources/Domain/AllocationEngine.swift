@@ -90,7 +90,7 @@ package struct AllocationEngine: Sendable {
         )
         var chosen: (String, Double)?
         for try await (riderId, lat, lng) in candidates.decode((String, Double, Double).self) {
-            let meters = Self.meters(from: (lat, lng), to: (vendorLat, vendorLng))
+            let meters = GeoPoint(lat: lat, lng: lng).meters(to: GeoPoint(lat: vendorLat, lng: vendorLng))
             if meters <= settings.radiusMeters { chosen = (riderId, meters) }
         }
 
@@ -110,7 +110,7 @@ package struct AllocationEngine: Sendable {
             return []
         }
 
-        let toCustomerMeters = Self.meters(from: (vendorLat, vendorLng), to: (deliveryLat, deliveryLng))
+        let toCustomerMeters = GeoPoint(lat: vendorLat, lng: vendorLng).meters(to: GeoPoint(lat: deliveryLat, lng: deliveryLng))
         let tripKilometres = (toVendorMeters + toCustomerMeters) / 1000
         let now = Date()
         let offerId = UUID()
@@ -153,18 +153,7 @@ package struct AllocationEngine: Sendable {
     }
 
     /// The straight-line distance between two points of the unit sphere `meters` apart along its surface.
-    static func chord(meters: Double) -> Double { 2 * sin(meters / (2 * earthRadiusMeters)) }
-
-    static let earthRadiusMeters = 6_371_000.0
-
-    /// Great-circle distance in metres.
-    static func meters(from a: (Double, Double), to b: (Double, Double)) -> Double {
-        let radians = Double.pi / 180
-        let dLat = (b.0 - a.0) * radians
-        let dLng = (b.1 - a.1) * radians
-        let h = sin(dLat / 2) * sin(dLat / 2) + cos(a.0 * radians) * cos(b.0 * radians) * sin(dLng / 2) * sin(dLng / 2)
-        return 2 * earthRadiusMeters * asin(min(1, sqrt(h)))
-    }
+    static func chord(meters: Double) -> Double { 2 * sin(meters / (2 * GeoPoint.earthRadiusMeters)) }
 
     // MARK: Offers
 

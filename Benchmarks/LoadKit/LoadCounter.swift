@@ -1,0 +1,12 @@
+import Synchronization
+
+/// A count that many tasks bump and read.
+package final class LoadCounter: Sendable {
+    private let count = Atomic<Int>(0)
+
+    package init() {}
+
+    package var value: Int { count.load(ordering: .relaxed) }
+
+    package func increment() { count.add(1, ordering: .relaxed) }
+}

@@ -1,0 +1,205 @@
+import ArgumentParser
+import Contracts
+import Foundation
+import HummingbirdWSClient
+import Kafka
+import LoadKit
+import Logging
+import NIOCore
+import ServiceKit
+import Synchronization
+
+/// Location load: JOBS deliveries picked up (OrderCreated and OrderPickedUp on orders.events, as the order service
+/// publishes them), a customer socket watching each (`track`), then a rider socket per job sending a position once a
+/// second; after a warm-up, times each position sent during SECONDS from its `recordedAt` to the watcher's
+/// `location` event.
+@main
+struct LocationLoad: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "location-load", abstract: "Location service load test.")
+
+    @Option(help: "The location service's HTTP address.") var http = "http://127.0.0.1:8084"
+    @Option(help: "Kafka bootstrap servers.") var kafka = "127.0.0.1:29092"
+    @Option(help: "Tracked deliveries (one rider and one watching customer each).") var jobs = 5000
+    @Option(help: "Seconds measured (riders send one position a second throughout).") var seconds = 20
+    @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
+
+    func run() async throws {
+        let logger = Logger(label: "location-load")
+        let issuer = try TokenIssuer.loadOrCreate(
+            directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local", audience: "delivery-platform"
+        )
+        let run = UUID().uuidString.prefix(8).lowercased()
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "location-load")),
+            logger: logger
+        )
+        var parties: [(job: String, customer: String, rider: String, lat: Double, lng: Double)] = []
+        for index in 0..<jobs {
+            let job = UUID().uuidString.lowercased()
+            let (customer, rider) = ("load-c-\(run)-\(index)", "load-r-\(run)-\(index)")
+            let (lat, lng) = (12.97 + .random(in: -0.13...0.13), 77.59 + .random(in: -0.13...0.13))
+            parties.append((job, customer, rider, lat, lng))
+            let destination = Address(line1: "\(index) Load Street", area: "Koramangala", lat: lat - 0.03, lng: lng)
+            let vendor = VendorRef(id: "load-vendor", name: "Load Kitchen", address: destination)
+            let created = OrderCreated(
+                orderId: job, customerId: customer, vendor: vendor, deliveryAddress: destination, paymentMode: .prepaid, totalAmount: 100,
+                requiresPhotoProof: false
+            )
+            let pickedUp = OrderPickedUp(
+                orderId: job, customerId: customer, vendor: vendor, rider: PersonRef(id: rider, name: "Rider"), destination: destination,
+                pickedUpAt: Date()
+            )
+            try await producer.send(topic: Topic.ordersEvents.rawValue, key: job, value: try ContractCoding.encode(EventEnvelope(aggregateId: job, payload: created)))
+            try await producer.send(topic: Topic.ordersEvents.rawValue, key: job, value: try ContractCoding.encode(EventEnvelope(aggregateId: job, payload: pickedUp)))
+        }
+        await producer.close()
+        print("published \(jobs) picked-up deliveries; connecting \(jobs) watchers…")
+        let url = http.replacingOccurrences(of: "http://", with: "ws://") + "/socket.io/?EIO=4&transport=websocket"
+        let latencies = LatencySamples()
+        let watching = LoadCounter()
+        let couriersUp = LoadCounter()
+        let sent = LoadCounter()
+        let measuring = LoadCounter()
+        let stop = LoadCounter()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, party) in parties.enumerated() {
+                let token = try await issuer.token(userId: party.customer, role: .customer, name: "Customer")
+                group.addTask {
+                    await LoadSocket.watch(
+                        url: url, token: token, jobId: party.job, latencies: latencies, watching: watching, measuring: measuring, stop: stop,
+                        logger: logger
+                    )
+                }
+                if index % 250 == 249 { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            try await waitUntil(seconds: 300) { watching.value >= jobs }
+            print("\(watching.value) watchers see their job live; connecting \(jobs) riders…")
+            for (index, party) in parties.enumerated() {
+                let token = try await issuer.token(userId: party.rider, role: .rider, name: "Rider")
+                group.addTask {
+                    await LoadSocket.courier(
+                        url: url, token: token, start: (party.lat, party.lng), up: couriersUp, sent: sent, measuring: measuring, stop: stop,
+                        logger: logger
+                    )
+                }
+                if index % 250 == 249 { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            try await waitUntil(seconds: 180) { couriersUp.value >= jobs }
+            print("\(couriersUp.value) riders connected, each sending a position a second; \(watching.value + couriersUp.value) sockets held by the service; measuring \(seconds) s after 5 s…")
+            try await Task.sleep(for: .seconds(5))
+            measuring.increment()
+            try await Task.sleep(for: .seconds(seconds))
+            measuring.increment()
+            try await Task.sleep(for: .seconds(2))
+            let measured = latencies.count
+            print("positions sent \(sent.value), delivered to watchers \(measured) (\(String(format: "%.0f", Double(measured) / Double(seconds))) a second)")
+            print("position to watcher: \(latencies.summary())")
+            stop.increment()
+            group.cancelAll()
+        }
+    }
+
+    func waitUntil(seconds: Int, _ condition: () -> Bool) async throws {
+        for _ in 0..<(seconds * 10) {
+            if condition() { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw ValidationError("timed out")
+    }
+}
+
+/// The load generator's clients over the raw Socket.IO protocol on `/tracking`.
+enum LoadSocket {
+    /// A customer: tracks the job (until it is live), then times every `location` from its `recordedAt`.
+    static func watch(
+        url: String, token: String, jobId: String, latencies: LatencySamples, watching: LoadCounter, measuring: LoadCounter, stop: LoadCounter,
+        logger: Logger
+    ) async {
+        do {
+            try await SocketIOLoadClient.connect(url: url, namespace: "/tracking", token: token, logger: logger) { messages, outbound in
+                // Track once the job is known; then it is live at once or a `tracking_status` says so.
+                var attempt = 0
+                var live = false
+                while stop.value == 0, !live {
+                    attempt += 1
+                    try await outbound.write(.text(#"42/tracking,\#(attempt)["track",{"jobId":"\#(jobId)"}]"#))
+                    var answer = ""
+                    while case .text(let text)? = try await messages.next() {
+                        if text == "2" { try await outbound.write(.text("3")); continue }
+                        if text.hasPrefix("43/tracking,\(attempt)[") { answer = text; break }
+                    }
+                    if answer.contains(#""state":"live""#) { break }
+                    if answer.contains(#""error""#) {
+                        try await Task.sleep(for: .seconds(2))
+                        continue
+                    }
+                    while !live, case .text(let text)? = try await messages.next() {
+                        if text == "2" { try await outbound.write(.text("3")) }
+                        live = text.hasPrefix(#"42/tracking,["tracking_status""#) && text.contains(#""state":"live""#)
+                    }
+                }
+                watching.increment()
+                let dates = ISO8601DateFormatter()
+                dates.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+                while stop.value == 0, let message = try await messages.next() {
+                    guard case .text(let text) = message else { continue }
+                    if text == "2" {
+                        try await outbound.write(.text("3"))
+                    } else if text.hasPrefix(#"42/tracking,["location""#), let range = text.range(of: #""recordedAt":""#) {
+                        let stamp = String(text[range.upperBound...].prefix { $0 != "\"" })
+                        // Positions recorded inside the measured window only.
+                        if let recorded = dates.date(from: stamp), measuring.value == 1 {
+                            latencies.add(Date().timeIntervalSince(recorded) * 1000)
+                        }
+                    }
+                }
+            }
+        } catch {
+            logger.warning("watcher socket failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// A rider: a position a second, moving a little south each time, until stopped.
+    static func courier(
+        url: String, token: String, start: (Double, Double), up: LoadCounter, sent: LoadCounter, measuring: LoadCounter, stop: LoadCounter,
+        logger: Logger
+    ) async {
+        do {
+            try await SocketIOLoadClient.connect(url: url, namespace: "/tracking", token: token, logger: logger) { messages, outbound in
+                up.increment()
+                let (outgoing, outbox) = AsyncStream.makeStream(of: String.self)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for await text in outgoing { try await outbound.write(.text(text)) }
+                    }
+                    group.addTask {
+                        let dates = ISO8601DateFormatter()
+                        dates.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+                        try await Task.sleep(for: .milliseconds(Int.random(in: 0..<1000)))
+                        let clock = ContinuousClock()
+                        var deadline = clock.now
+                        var second = 0
+                        while stop.value == 0 {
+                            second += 1
+                            let lat = start.0 - Double(second) * 0.0001
+                            let position =
+                                #"{"lat":\#(lat),"lng":\#(start.1),"accuracyMeters":8,"speedMps":8,"recordedAt":"\#(dates.string(from: Date()))"}"#
+                            outbox.yield(#"42/tracking,\#(second)["position",\#(position)]"#)
+                            if measuring.value == 1 { sent.increment() }
+                            deadline = deadline.advanced(by: .seconds(1))
+                            try await Task.sleep(until: deadline, clock: clock)
+                        }
+                    }
+                    // Answers pings; acknowledgements are read and dropped.
+                    while stop.value == 0, let message = try await messages.next() {
+                        if case .text("2") = message { outbox.yield("3") }
+                    }
+                    outbox.finish()
+                    group.cancelAll()
+                }
+            }
+        } catch {
+            logger.warning("rider socket failed", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,91 @@
+import Contracts
+import Foundation
+import ServiceKit
+import Synchronization
+
+/// The latest position of every courier this instance knows of, in memory only (positions never reach
+/// Postgres): from couriers connected here, and from couriers.positions for those connected elsewhere. Also each
+/// courier's rate limit, publication throttle and recent track (for the speed the estimator learns).
+package final class PositionBook: Sendable {
+    /// A position and when this instance received it.
+    package struct Entry: Sendable, Equatable {
+        package var position: CourierPosition
+        package var receivedAt: Date
+    }
+
+    /// What became of a position offered to the book.
+    package enum Outcome: Sendable, Equatable {
+        /// The courier's newest position; `publish` if couriers.positions is due one.
+        case accepted(publish: Bool)
+        /// Not newer than the position already held.
+        case olderThanLast
+        /// Over the courier's rate limit.
+        case rateLimited
+    }
+
+    private struct Courier {
+        var latest: Entry?
+        var track: [CourierPosition] = []
+        var bucket: TokenBucket
+        var publishedAt: Date?
+    }
+
+    private let couriers = Mutex<[String: Courier]>([:])
+    private let rate: Double
+    private let burst: Int
+    private let publishInterval: TimeInterval
+    /// The window of positions the learned speed is taken over.
+    static let trackWindow: TimeInterval = 120
+
+    package init(rate: Double, burst: Int, publishInterval: Duration) {
+        self.rate = rate
+        self.burst = burst
+        self.publishInterval = Double(publishInterval.components.seconds)
+    }
+
+    /// Offers a courier's own position (from their socket or REST), rate-limited.
+    package func record(_ position: CourierPosition, courierId: String, now: Date = Date()) -> Outcome {
+        couriers.withLock { couriers in
+            var courier = couriers[courierId] ?? Courier(bucket: TokenBucket(eventsPerSecond: rate, burst: burst))
+            defer { couriers[courierId] = courier }
+            guard courier.bucket.take() else { return .rateLimited }
+            if let latest = courier.latest, latest.position.recordedAt >= position.recordedAt { return .olderThanLast }
+            courier.latest = Entry(position: position, receivedAt: now)
+            courier.track.append(position)
+            courier.track.removeAll { position.recordedAt.timeIntervalSince($0.recordedAt) > Self.trackWindow }
+            let due = courier.publishedAt.map { now.timeIntervalSince($0) >= publishInterval } ?? true
+            if due { courier.publishedAt = now }
+            return .accepted(publish: due)
+        }
+    }
+
+    /// A position another instance published on couriers.positions; kept if newer.
+    package func learn(_ position: CourierPosition, courierId: String, now: Date = Date()) {
+        couriers.withLock { couriers in
+            var courier = couriers[courierId] ?? Courier(bucket: TokenBucket(eventsPerSecond: rate, burst: burst))
+            if courier.latest.map({ $0.position.recordedAt < position.recordedAt }) ?? true {
+                courier.latest = Entry(position: position, receivedAt: now)
+            }
+            couriers[courierId] = courier
+        }
+    }
+
+    package func latest(_ courierId: String) -> Entry? { couriers.withLock { $0[courierId]?.latest } }
+
+    /// The courier's average speed over their recent track, if they covered some ground over at least 20 s.
+    package func learnedSpeed(_ courierId: String) -> Double? {
+        couriers.withLock { couriers in
+            guard let track = couriers[courierId]?.track, let first = track.first, let last = track.last else { return nil }
+            let seconds = last.recordedAt.timeIntervalSince(first.recordedAt)
+            guard seconds >= 20 else { return nil }
+            var meters = 0.0
+            for (from, to) in zip(track, track.dropFirst()) { meters += from.point.meters(to: to.point) }
+            return meters > 50 ? meters / seconds : nil
+        }
+    }
+
+    /// Forgets couriers not heard of since `cutoff`, so the book does not grow without bound.
+    package func forget(before cutoff: Date) {
+        couriers.withLock { couriers in couriers = couriers.filter { ($0.value.latest?.receivedAt ?? .distantPast) >= cutoff } }
+    }
+}

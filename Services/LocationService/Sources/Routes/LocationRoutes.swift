@@ -1,0 +1,60 @@
+import Contracts
+import Foundation
+import Hummingbird
+import ServiceKit
+
+/// Location's REST API: a courier's queued positions, the technician's travel mode, and a job's tracking view.
+struct LocationRoutes: Sendable {
+    let database: Database
+    let engine: TrackingEngine
+    let hub: TrackingHub
+
+    /// A batch of positions an app queued while offline.
+    struct PositionBatch: Codable, Sendable {
+        var positions: [CourierPosition]
+    }
+
+    struct BatchResult: Codable, Sendable, ResponseEncodable {
+        var accepted: Int
+        var dropped: Int
+    }
+
+    struct TravelMode: Codable, Sendable {
+        var active: Bool
+    }
+
+    static let maximumBatch = 100
+
+    func register(on api: RouterGroup<ServiceRequestContext>) {
+        api.post("couriers/me/positions") { request, context in
+            let identity = try context.requireIdentity(.rider, .technician)
+            let (batch, _) = try await request.decodeJSON(PositionBatch.self, context: context)
+            guard (1...Self.maximumBatch).contains(batch.positions.count) else {
+                throw APIError.validation("'positions' must hold 1 to \(Self.maximumBatch) positions")
+            }
+            // Oldest first, so each is newer than the one before; a position older than the courier's last is dropped.
+            var result = BatchResult(accepted: 0, dropped: 0)
+            for position in batch.positions.sorted(by: { $0.recordedAt < $1.recordedAt }) {
+                let ack = try await hub.receive(position, from: identity)
+                if ack.accepted { result.accepted += 1 } else { result.dropped += 1 }
+            }
+            return result
+        }
+        api.post("tracking/:jobId/travel-mode") { request, context in
+            let identity = try context.requireIdentity(.technician)
+            let jobId = try Validate.identifier(try context.parameters.require("jobId"), "jobId")
+            let (input, _) = try await request.decodeJSON(TravelMode.self, context: context)
+            let job = try await database.transaction { connection in
+                try await engine.setTravelMode(jobId: jobId, technicianId: identity.userId, active: input.active, on: connection)
+            }
+            await hub.after([job])
+            return TrackingStatus(jobId: job.jobId, state: job.state, message: job.message, lastUpdatedAt: nil)
+        }
+        api.get("tracking/:jobId") { _, context in
+            let identity = try context.requireIdentity()
+            return try await hub.view(jobId: try context.parameters.require("jobId"), for: identity)
+        }
+    }
+}
+
+extension TrackingStatus: ResponseEncodable {}

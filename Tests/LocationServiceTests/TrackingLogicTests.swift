@@ -1,0 +1,116 @@
+import Contracts
+import Foundation
+import LocationService
+import Testing
+
+@Suite("Tracking rules, ETA text, position book, circuit breaker")
+struct TrackingLogicTests {
+    static func job(_ kind: JobKind) -> TrackingJob {
+        TrackingJob(
+            jobId: "job-1", kind: kind, customerId: "customer-1", courierId: "courier-1",
+            destination: Destination(lat: 12.9, lng: 77.6, label: "4 Lake View, Koramangala")
+        )
+    }
+
+    @Test("a delivery is live while travelling and stops with the reason it finished")
+    func delivery() {
+        var job = Self.job(.delivery)
+        let now = Date()
+        #expect(job.settle(now: now) == nil)
+        #expect(job.state == .notStarted)
+        job.phase = .travelling
+        #expect(job.settle(now: now) == .started)
+        #expect(job.state == .live)
+        #expect(job.trackingStartedAt == now)
+        job.state = .stale
+        #expect(job.settle(now: now) == nil, "still tracked: no second TrackingStarted")
+        job.phase = .finished
+        #expect(job.settle(now: now, reason: .delivered) == .stopped(.delivered))
+        #expect(job.state == .ended)
+        #expect(job.message == "Your order has been delivered.")
+    }
+
+    @Test("a service request needs OnTheWay and travel mode; travel mode off ends it; arriving ends it")
+    func serviceRequest() {
+        var job = Self.job(.serviceRequest)
+        let now = Date()
+        job.travelMode = true
+        #expect(job.settle(now: now) == nil, "travel mode before OnTheWay tracks nothing yet")
+        #expect(job.state == .notStarted)
+        job.travelMode = false
+        job.phase = .travelling
+        #expect(job.settle(now: now) == nil)
+        #expect(job.state == .waitingForTravelMode)
+        #expect(job.message == "Technician is on the way. Live location will be available once the technician enables it.")
+        job.travelMode = true
+        #expect(job.settle(now: now) == .started)
+        job.travelMode = false
+        #expect(job.settle(now: now, reason: .travelModeOff) == .stopped(.travelModeOff))
+        #expect(job.state == .ended)
+        job.travelMode = true
+        #expect(job.settle(now: now) == .started)
+        #expect(job.endReason == nil)
+        job.phase = .finished
+        #expect(job.settle(now: now, reason: .arrived) == .stopped(.arrived))
+        #expect(job.message == "The technician has arrived.")
+    }
+
+    @Test("ETA sentences, in minutes rounded up and kilometres or metres")
+    func etaText() {
+        let now = Date(timeIntervalSince1970: 1_000)
+        let far = EtaUpdate.available(jobId: "j", kind: .serviceRequest, estimate: RouteEstimate(seconds: 690, meters: 2_512), now: now)
+        #expect(far.text == "Arriving in 12 minutes")
+        #expect(far.spokenText == "Technician is currently 2.5 km away and is expected to arrive in 12 minutes.")
+        #expect(far.arrivalAt == now.addingTimeInterval(690))
+        let near = EtaUpdate.available(jobId: "j", kind: .delivery, estimate: RouteEstimate(seconds: 20, meters: 184), now: now)
+        #expect(near.text == "Arriving in 1 minute")
+        #expect(near.spokenText == "Your rider is currently 180 m away and is expected to arrive in 1 minute.")
+        #expect(EtaUpdate.unavailable(jobId: "j").available == false)
+    }
+
+    @Test("the estimator: road factor over the learned speed, kept in a city's range")
+    func estimator() async throws {
+        let provider = EstimatingEtaProvider(roadFactor: 1.3, defaultSpeedMps: 6)
+        let from = GeoPoint(lat: 12.90, lng: 77.60)
+        let to = GeoPoint(lat: 12.92, lng: 77.60)
+        let straight = from.meters(to: to)
+        let learned = try await provider.estimate(from: from, to: to, learnedSpeedMps: 10)
+        #expect(abs(learned.meters - straight * 1.3) < 0.001)
+        #expect(abs(learned.seconds - straight * 1.3 / 10) < 0.001)
+        let stuck = try await provider.estimate(from: from, to: to, learnedSpeedMps: 0.1)
+        #expect(abs(stuck.seconds - straight * 1.3 / 2) < 0.001)
+        let unknown = try await provider.estimate(from: from, to: to, learnedSpeedMps: nil)
+        #expect(abs(unknown.seconds - straight * 1.3 / 6) < 0.001)
+    }
+
+    @Test("the position book drops older positions, limits the rate and throttles publication")
+    func positionBook() {
+        let book = PositionBook(rate: 1, burst: 3, publishInterval: .seconds(3))
+        let now = Date()
+        func position(_ offset: TimeInterval) -> CourierPosition {
+            CourierPosition(lat: 12.9, lng: 77.6, accuracyMeters: 5, headingDegrees: nil, speedMps: nil, recordedAt: now.addingTimeInterval(offset))
+        }
+        #expect(book.record(position(0), courierId: "c", now: now) == .accepted(publish: true))
+        #expect(book.record(position(1), courierId: "c", now: now.addingTimeInterval(1)) == .accepted(publish: false))
+        #expect(book.record(position(-5), courierId: "c", now: now.addingTimeInterval(1)) == .olderThanLast)
+        #expect(book.record(position(2), courierId: "c", now: now.addingTimeInterval(2)) == .rateLimited)
+        #expect(book.latest("c")?.position == position(1))
+        book.learn(position(0.5), courierId: "c")
+        #expect(book.latest("c")?.position == position(1), "an older position from another instance is ignored")
+    }
+
+    @Test("the circuit breaker opens after the threshold and lets one trial through after the pause")
+    func circuitBreaker() async throws {
+        struct Failure: Error {}
+        let breaker = CircuitBreaker(failureThreshold: 2, openFor: .milliseconds(200))
+        for _ in 0..<2 {
+            await #expect(throws: Failure.self) { try await breaker.run { () async throws -> Int in throw Failure() } }
+        }
+        #expect(breaker.isOpen)
+        await #expect(throws: CircuitBreaker.Open.self) { try await breaker.run { 1 } }
+        try await Task.sleep(for: .milliseconds(250))
+        let value = try await breaker.run { 7 }
+        #expect(value == 7)
+        #expect(!breaker.isOpen)
+    }
+}
