@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -148,6 +149,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "notification-load",
+            dependencies: [
+                "Contracts", "Kafka", "ServiceKit", "LoadKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/NotificationLoad",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "chat-load",
             dependencies: [
                 "Contracts", "Kafka", "ServiceKit", "LoadKit",
@@ -215,17 +228,27 @@ let package = Package(
         ),
     ]
         + services([
-            ("OrderService", "order-service"),
-            ("ChatService", "chat-service"),
-            ("AllocationService", "allocation-service"),
-            ("LocationService", "location-service"),
-            ("NotificationService", "notification-service"),
+            ("OrderService", "order-service", [], []),
+            ("ChatService", "chat-service", [], []),
+            ("AllocationService", "allocation-service", [], []),
+            ("LocationService", "location-service", [], []),
+            (
+                "NotificationService", "notification-service",
+                [.product(name: "JWTKit", package: "jwt-kit"), .product(name: "NIOSSL", package: "swift-nio-ssl")],
+                [
+                    .product(name: "HummingbirdHTTP2", package: "hummingbird"), .product(name: "HummingbirdTLS", package: "hummingbird"),
+                    .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "JWTKit", package: "jwt-kit"),
+                ]
+            ),
         ])
 )
 
 /// Each service is a library (its domain, repositories, routes, consumers and SQL migrations) plus a thin
-/// executable that only reads the environment and runs it, and a test target importing the library.
-func services(_ list: [(library: String, executable: String)]) -> [Target] {
+/// executable that only reads the environment and runs it, and a test target importing the library; with the
+/// extra dependencies of the library and of its tests.
+func services(
+    _ list: [(library: String, executable: String, dependencies: [Target.Dependency], testDependencies: [Target.Dependency])]
+) -> [Target] {
     list.flatMap { service -> [Target] in
         [
             .target(
@@ -235,7 +258,7 @@ func services(_ list: [(library: String, executable: String)]) -> [Target] {
                     .product(name: "Hummingbird", package: "hummingbird"),
                     .product(name: "PostgresNIO", package: "postgres-nio"),
                     .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                ],
+                ] + service.dependencies,
                 path: "Services/\(service.library)/Sources",
                 resources: [.copy("Migrations")],
                 swiftSettings: swiftSettings
@@ -253,7 +276,7 @@ func services(_ list: [(library: String, executable: String)]) -> [Target] {
                     .product(name: "HummingbirdTesting", package: "hummingbird"),
                     .product(name: "PostgresNIO", package: "postgres-nio"),
                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                ],
+                ] + service.testDependencies,
                 exclude: ["python"].filter { FileManager.default.fileExists(atPath: "\(Context.packageDirectory)/Tests/\(service.library)Tests/\($0)") },
                 swiftSettings: swiftSettings
             ),

@@ -68,13 +68,15 @@ package final class KafkaConsumer: Sendable {
     /// Commits `message` (and everything before it in its partition) for the group; waits for the broker.
     /// - Throws: ``KafkaError`` `.commitFailed`, e.g. after the partition moved to another member (the message
     ///   will be delivered again there).
-    package func commit(_ message: KafkaMessage) async throws {
-        try await commit([KafkaTopicPartition(topic: message.topic, partition: message.partition): message.offset])
+    /// - Parameter waitForBroker: false sends the commit without waiting for the broker's answer (a failure is
+    ///   logged): for consumers whose effects are idempotent, where a lost commit only means a redelivery.
+    package func commit(_ message: KafkaMessage, waitForBroker: Bool = true) async throws {
+        try await commit([KafkaTopicPartition(topic: message.topic, partition: message.partition): message.offset], waitForBroker: waitForBroker)
     }
 
     /// Commits the given last-processed offsets.
-    package func commit(_ offsets: [KafkaTopicPartition: Int64]) async throws {
-        try await loop.commit(offsets)
+    package func commit(_ offsets: [KafkaTopicPartition: Int64], waitForBroker: Bool = true) async throws {
+        try await loop.commit(offsets, waitForBroker: waitForBroker)
     }
 
     /// The partitions currently assigned to this member.
@@ -115,7 +117,7 @@ package final class KafkaConsumer: Sendable {
 /// The consumer's own thread: polls while a message is wanted, runs commits between polls, closes.
 private final class ConsumerLoop: Sendable {
     private enum Command: Sendable {
-        case commit([KafkaTopicPartition: Int64], CheckedContinuation<Void, any Error>)
+        case commit([KafkaTopicPartition: Int64], waitForBroker: Bool, CheckedContinuation<Void, any Error>)
         case close(CheckedContinuation<Void, Never>)
     }
 
@@ -168,11 +170,11 @@ private final class ConsumerLoop: Sendable {
         return try result.get()
     }
 
-    func commit(_ offsets: [KafkaTopicPartition: Int64]) async throws {
+    func commit(_ offsets: [KafkaTopicPartition: Int64], waitForBroker: Bool) async throws {
         try await withCheckedThrowingContinuation { continuation in
             let accepted = state.withLock { state -> Bool in
                 guard !state.closed else { return false }
-                state.commands.append(.commit(offsets, continuation))
+                state.commands.append(.commit(offsets, waitForBroker: waitForBroker, continuation))
                 return true
             }
             if accepted {
@@ -212,8 +214,8 @@ private final class ConsumerLoop: Sendable {
             }
             for command in commands {
                 switch command {
-                case .commit(let offsets, let continuation):
-                    continuation.resume(with: Result { try commitNow(offsets) })
+                case .commit(let offsets, let waitForBroker, let continuation):
+                    continuation.resume(with: Result { try commitNow(offsets, waitForBroker: waitForBroker) })
                 case .close(let continuation):
                     rd_kafka_consumer_close(client.handle)
                     failPendingCommands()
@@ -250,18 +252,18 @@ private final class ConsumerLoop: Sendable {
             defer { state.commands.removeAll() }
             return state.commands
         }
-        for case .commit(_, let continuation) in commands {
+        for case .commit(_, _, let continuation) in commands {
             continuation.resume(throwing: KafkaError(.closed, message: "the consumer is closed"))
         }
     }
 
-    private func commitNow(_ offsets: [KafkaTopicPartition: Int64]) throws(KafkaError) {
+    private func commitNow(_ offsets: [KafkaTopicPartition: Int64], waitForBroker: Bool) throws(KafkaError) {
         let list = rd_kafka_topic_partition_list_new(Int32(offsets.count))
         defer { rd_kafka_topic_partition_list_destroy(list) }
         for (partition, offset) in offsets {
             rd_kafka_topic_partition_list_add(list, partition.topic, partition.partition)?.pointee.offset = offset + 1
         }
-        let code = rd_kafka_commit(client.handle, list, 0)
+        let code = rd_kafka_commit(client.handle, list, waitForBroker ? 0 : 1)
         guard code == RD_KAFKA_RESP_ERR_NO_ERROR else {
             throw KafkaError(
                 .commitFailed, code: code.rawValue, message: String(cString: rd_kafka_err2str(code)), isRetriable: true)

@@ -22,6 +22,13 @@ package final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, outputFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        // Nothing else of the test process (its servers' listening sockets above all) leaks into the child: a
+        // broker outliving a test would otherwise keep that test's port bound.
+        // (glibc 2.34's posix_spawn_file_actions_addclosefrom_np, which Swift's Glibc module does not export.)
+        typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
+        if let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") {
+            _ = unsafeBitCast(symbol, to: AddCloseFrom.self)(&actions, 3)
+        }
 
         // The spawning thread may block signals (dispatch's threads do); the child must not inherit that.
         var attributes = posix_spawnattr_t()

@@ -1,8 +1,11 @@
+import Contracts
 import Foundation
 import Hummingbird
+import PostgresNIO
 import ServiceKit
 
-/// Push notifications to Android (FCM) and iOS (APNs).
+/// Push to Android (FCM HTTP v1) and iOS (APNs over HTTP/2), reliably: a device registry, deduplicated requests
+/// from notifications.requests, bounded concurrency, retries with backoff, token clean-up, a delivery log.
 package enum NotificationService: ServiceDefinition {
     package static let name = "notification-service"
     package static let defaultPort = 8085
@@ -15,6 +18,34 @@ package enum NotificationService: ServiceDefinition {
     package static func makeApplication(platform: ServicePlatform, environment: ServiceEnvironment) async throws
         -> ServiceApplication
     {
-        platform.makeApplication(router: platform.makeRouter())
+        var platform = platform
+        let settings = try NotificationSettings(environment: environment)
+        let providers = try await settings.providers(logger: platform.logger)
+        platform.logger.info(
+            "push providers",
+            metadata: ["push.android": "\(providers[.android]?.name ?? "-")", "push.ios": "\(providers[.ios]?.name ?? "-")"]
+        )
+        let store = NotificationStore(settings: settings, outbox: platform.outbox, logger: platform.logger)
+        let database = platform.database
+        let dispatcher = PushDispatcher(
+            store: store, database: database, providers: providers, concurrency: settings.concurrency, logger: platform.logger
+        )
+        platform.addService(dispatcher)
+        platform.addConsumerWithFollowUp(name: "notification-requests", topics: [.notificationsRequests]) {
+            (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
+            guard let request = event.payload(as: PushRequested.self) else { return nil }
+            let deliveries = try await store.accept(request, on: connection)
+            if deliveries.isEmpty { return nil }
+            return { @Sendable in dispatcher.enqueue(deliveries) }
+        }
+        // Retries whose time came, and deliveries whose instance went away mid-attempt.
+        platform.addPeriodicJob(every: settings.tick, failure: "could not look for due pushes") {
+            dispatcher.enqueue(try await database.withConnection { try await store.due(limit: settings.concurrency * 4, on: $0) })
+        }
+
+        let router = platform.makeRouter()
+        let api = router.group("v1").add(middleware: platform.authentication)
+        NotificationRoutes(database: database).register(on: api)
+        return platform.makeApplication(router: router)
     }
 }

@@ -63,19 +63,25 @@ package final class EventConsumer: Service, Sendable {
         )
         do {
             try await cancelWhenGracefulShutdown {
-                for try await message in consumer.messages {
-                    guard await self.process(message) else { break }
-                    do {
-                        try await consumer.commit(message)
-                    } catch {
-                        self.logger.warning(
-                            "offset commit failed; the message may be delivered again", metadata: ["error": "\(error)"])
-                    }
-                }
+                try await self.consume(consumer)
             }
         } catch is CancellationError {
         }
         await consumer.close()
+    }
+
+    /// Applies messages in order, committing each message's offset once its effect is done.
+    private func consume(_ consumer: KafkaConsumer) async throws {
+        for try await message in consumer.messages {
+            guard await process(message) else { return }
+            do {
+                // Effects are idempotent (the inbox, or fan-out that tolerates a repeat): a commit lost in flight
+                // only means a redelivery, so the broker's answer is not waited for.
+                try await consumer.commit(message, waitForBroker: false)
+            } catch {
+                logger.warning("offset commit failed; the message may be delivered again", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     /// Applies one message. Returns false only when cancelled before the effect completed.

@@ -1,0 +1,121 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Contracts
+import Foundation
+import Hummingbird
+import Kafka
+import LoadKit
+import Logging
+import NIOCore
+import ServiceKit
+import Synchronization
+
+/// Notification load: USERS users with an Android device each, then COUNT PushRequested at RATE a second on
+/// notifications.requests; this process is also the FCM the service calls (token endpoint and messages:send), and
+/// times each push from its request's publication to the provider call.
+@main
+struct NotificationLoad: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "notification-load", abstract: "Notification service load test.")
+
+    @Option(help: "The notification service's HTTP address.") var http = "http://127.0.0.1:8085"
+    @Option(help: "Kafka bootstrap servers.") var kafka = "127.0.0.1:29092"
+    @Option(help: "The port this process serves FCM on (the service's FCM_BASE_URL and token_uri).") var fcmPort = 18199
+    @Option(help: "Users, one Android device each.") var users = 1000
+    @Option(help: "Pushes to request.") var count = 5000
+    @Option(help: "Requests per second.") var rate = 500
+    @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
+
+    func run() async throws {
+        let logger = Logger(label: "notification-load")
+        let published = PublishedAt()
+        let latencies = LatencySamples()
+        let received = LoadCounter()
+        let firstAndLast = Mutex<(Date?, Date?)>((nil, nil))
+        let router = Router()
+        router.post("token") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: #"{"access_token":"load-token","expires_in":3600,"token_type":"Bearer"}"#))
+            )
+        }
+        router.post("v1/projects/:project/messages:send") { request, _ -> Response in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            let text = String(buffer: body)
+            if let range = text.range(of: #""seq":""#) {
+                let id = String(text[range.upperBound...].prefix { $0 != "\"" })
+                if let start = published[id] { latencies.add(since: start) }
+            }
+            received.increment()
+            let now = Date()
+            firstAndLast.withLock { $0 = ($0.0 ?? now, now) }
+            return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: #"{"name":"projects/load/messages/1"}"#)))
+        }
+        let fake = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: fcmPort)), logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await fake.runService() }
+            let issuer = try TokenIssuer.loadOrCreate(
+                directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local", audience: "delivery-platform"
+            )
+            let run = UUID().uuidString.prefix(8).lowercased()
+            let userIds = (0..<users).map { "load-u-\(run)-\($0)" }
+            try await withThrowingTaskGroup(of: Void.self) { registrations in
+                for (index, userId) in userIds.enumerated() {
+                    if index >= 32 { try await registrations.next() }
+                    let token = try await issuer.token(userId: userId, role: .customer)
+                    registrations.addTask {
+                        var request = HTTPClientRequest(url: http + "/v1/devices")
+                        request.method = .PUT
+                        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+                        request.headers.add(name: "Content-Type", value: "application/json")
+                        request.body = .bytes(ByteBuffer(string: #"{"platform":"android","token":"device-\#(userId)"}"#))
+                        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+                        _ = try await response.body.collect(upTo: 1 << 16)
+                    }
+                }
+                try await registrations.waitForAll()
+            }
+            print("\(users) devices registered; requesting \(count) pushes at \(rate) a second…")
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "notification-load")),
+                logger: logger
+            )
+            // Requests are sent without waiting for each acknowledgement (up to 256 in flight), paced to RATE.
+            let clock = ContinuousClock()
+            let started = clock.now
+            try await withThrowingTaskGroup(of: Void.self) { sends in
+                for index in 0..<count {
+                    if index >= 256 { try await sends.next() }
+                    let userId = userIds[index % userIds.count]
+                    let id = "load-\(run)-\(index)"
+                    let push = PushRequested(
+                        notificationId: id, userId: userId, kind: "load", title: "Load", body: "Push \(index)", data: ["seq": id], priority: .high,
+                        ttlSeconds: 60
+                    )
+                    let value = try ContractCoding.encode(EventEnvelope(aggregateId: userId, payload: push))
+                    try await Task.sleep(until: started.advanced(by: .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))), clock: clock)
+                    published[id] = .now
+                    sends.addTask { try await producer.send(topic: Topic.notificationsRequests.rawValue, key: userId, value: value) }
+                }
+                try await sends.waitForAll()
+            }
+            let sendingSeconds = LatencySamples.milliseconds(clock.now - started) / 1000
+            print(String(format: "requested %d pushes in %.1f s", count, sendingSeconds))
+            for _ in 0..<1200 where received.value < count { try await Task.sleep(for: .milliseconds(100)) }
+            let (first, last) = firstAndLast.withLock { $0 }
+            let seconds = max(0.001, (last ?? Date()).timeIntervalSince(first ?? Date()))
+            print("provider calls \(received.value) of \(count); \(String(format: "%.0f", Double(received.value) / seconds)) pushes a second")
+            print("request published to provider call: \(latencies.summary())")
+            await producer.close()
+            group.cancelAll()
+        }
+    }
+}
+
+/// When each request was published.
+final class PublishedAt: Sendable {
+    private let times = Mutex<[String: ContinuousClock.Instant]>([:])
+    subscript(id: String) -> ContinuousClock.Instant? {
+        get { times.withLock { $0[id] } }
+        set { times.withLock { $0[id] = newValue } }
+    }
+}
