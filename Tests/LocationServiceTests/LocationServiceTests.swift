@@ -115,7 +115,12 @@ struct LocationServiceTests {
         #expect(eta["spokenText"]?.stringValue?.hasPrefix("Your rider is currently ") == true)
         #expect((eta["seconds"]?.doubleValue ?? 0) > 0)
         #expect(eta["arrivalAt"]?.stringValue != nil)
-        #expect(harness.osrm.paths.withLock { $0 }.contains { $0.hasPrefix("/route/v1/driving/\(config["lng"]!)") })
+        // The route starts at the rider (lng,lat first, as OSRM wants) and ends at the destination.
+        let lng = Double(config["lng"]!)!
+        let starts = harness.osrm.paths.withLock { $0 }.compactMap { path -> Double? in
+            path.split(separator: "/").last?.split(separator: ",").first.flatMap { Double($0) }
+        }
+        #expect(starts.contains { abs($0 - lng) < 1e-9 }, "\(starts.prefix(3)) does not start at \(lng)")
         #expect(result["rejoin"]?["state"]?.stringValue == "live")
         #expect(result["rejoin"]?["lastLocation"]?["lat"]?.doubleValue == sent.last)
         #expect(result["rejoin"]?["eta"]?["available"] == .bool(true))
