@@ -134,6 +134,10 @@ def service(config):
     result["first_eta"] = customer.wait_for("eta", 1)
     # The technician's phone goes quiet: stale after the (test) limit, live again with the next position.
     result["stale"] = customer.wait_state("stale", 15)
+    # The `eta` that says so follows the status.
+    deadline = time.time() + 10
+    while not [eta for eta in customer.received("eta") if not eta["available"]] and time.time() < deadline:
+        time.sleep(0.02)
     result["stale_eta"] = [eta for eta in customer.received("eta") if not eta["available"]]
     technician.send(config["lat"] - 0.5 * KM, config["lng"])
     deadline = time.time() + 10
