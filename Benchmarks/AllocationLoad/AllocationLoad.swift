@@ -180,12 +180,3 @@ enum RiderSocket {
         return String(text[range.upperBound...].prefix { $0 != "\"" })
     }
 }
-
-/// When each order's OrderReadyForPickup was published.
-final class PublishTimes: Sendable {
-    private let times = Mutex<[String: ContinuousClock.Instant]>([:])
-    subscript(orderId: String) -> ContinuousClock.Instant? {
-        get { times.withLock { $0[orderId] } }
-        set { times.withLock { $0[orderId] = newValue } }
-    }
-}

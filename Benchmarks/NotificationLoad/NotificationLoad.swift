@@ -27,7 +27,7 @@ struct NotificationLoad: AsyncParsableCommand {
 
     func run() async throws {
         let logger = Logger(label: "notification-load")
-        let published = PublishedAt()
+        let published = PublishTimes()
         let latencies = LatencySamples()
         let received = LoadCounter()
         let firstAndLast = Mutex<(Date?, Date?)>((nil, nil))
@@ -108,14 +108,5 @@ struct NotificationLoad: AsyncParsableCommand {
             await producer.close()
             group.cancelAll()
         }
-    }
-}
-
-/// When each request was published.
-final class PublishedAt: Sendable {
-    private let times = Mutex<[String: ContinuousClock.Instant]>([:])
-    subscript(id: String) -> ContinuousClock.Instant? {
-        get { times.withLock { $0[id] } }
-        set { times.withLock { $0[id] = newValue } }
     }
 }

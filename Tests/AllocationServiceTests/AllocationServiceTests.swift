@@ -8,15 +8,6 @@ import ServiceKit
 import TestSupport
 import Testing
 
-/// A random spot in central India, far from the other tests' riders (and from the Bangalore of the order and
-/// chat tests), so that parallel tests never offer each other's orders.
-struct Spot: Sendable {
-    var lat = Double.random(in: 18...26)
-    var lng = Double.random(in: 74...84)
-    /// `kilometres` north of the spot.
-    func north(_ kilometres: Double) -> (lat: Double, lng: Double) { (lat + kilometres * 0.009, lng) }
-}
-
 /// One allocation service for the suite, with short deadlines (offers last 4 s, a receipt is due within 2 s) and a
 /// broker of its own: the order service of a parallel suite would otherwise refuse these tests' accepted offers for
 /// orders it never saw, releasing their riders.
@@ -41,7 +32,7 @@ struct AllocationHarness: Sendable {
 
     /// Runs a scenario of rider_scenarios.py around a fresh spot with riders `riders` (names) and a fresh order.
     func scenario(_ name: String, riders: [String], extra: [String: String] = [:]) async throws -> JSONValue {
-        let spot = Spot()
+        let spot = TestSpot()
         let customerId = uniqueName("customer")
         var config = [
             "url": client.baseURL, "brokers": broker.address, "lat": String(spot.lat), "lng": String(spot.lng),
@@ -239,7 +230,7 @@ struct AllocationServiceTests {
     func preciseLocationRequired() async throws {
         let client = try await AllocationHarness.get().client
         let token = try await TestAuth.token(uniqueName("rider"), .rider)
-        let spot = Spot().north(0)
+        let spot = TestSpot().north(0)
         for body in [
             AvailabilityBody.online(at: spot, accuracy: 120), .online(at: spot, age: 600), .online(at: spot, age: -300),
             AvailabilityBody(status: "online"),
@@ -262,7 +253,7 @@ struct AllocationServiceTests {
         let client = harness.client
         let riderId = uniqueName("rider")
         let token = try await TestAuth.token(riderId, .rider)
-        let spot = Spot()
+        let spot = TestSpot()
         #expect(try await client.setAvailability(.online(at: spot.north(0), age: 5), token: token).status == 200)
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(
@@ -294,7 +285,7 @@ struct AllocationServiceTests {
         let client = try await AllocationHarness.get().client
         let rider = try await TestAuth.token(uniqueName("rider"), .rider)
         let customer = try await TestAuth.token(uniqueName("customer"), .customer)
-        let spot = Spot().north(0)
+        let spot = TestSpot().north(0)
         #expect(try await client.setAvailability(.online(at: spot), token: nil).status == 401)
         let wrongRole = try await client.setAvailability(.online(at: spot), token: customer)
         #expect(wrongRole.status == 403)
@@ -328,7 +319,7 @@ struct AllocationRestartTests {
     func expiryAfterRestart() async throws {
         let schema = uniqueName("allocation")
         let extra = ["OFFER_TIMEOUT_SECONDS": "2", "OFFER_RECEIPT_TIMEOUT_SECONDS": "60", "ALLOCATION_TICK_MS": "100"]
-        let spot = Spot()
+        let spot = TestSpot()
         let (nearId, farId) = (uniqueName("rider"), uniqueName("rider"))
         let near = try await TestAuth.token(nearId, .rider)
         let far = try await TestAuth.token(farId, .rider)

@@ -38,12 +38,6 @@ final class FakeOSRM: Sendable {
     }
 }
 
-/// A random spot in central India, away from other tests' jobs.
-struct Spot: Sendable {
-    var lat = Double.random(in: 18...26)
-    var lng = Double.random(in: 74...84)
-}
-
 /// One location service for a suite, on a broker of its own (its TrackingStarted would otherwise move the order
 /// service's sagas in a parallel suite), routing through the fake OSRM.
 struct LocationHarness: Sendable {
@@ -73,7 +67,7 @@ struct LocationHarness: Sendable {
 
     /// Runs a scenario of location_scenarios.py around a fresh spot with fresh users and jobs.
     func scenario(_ name: String) async throws -> (result: JSONValue, config: [String: String]) {
-        let spot = Spot()
+        let spot = TestSpot()
         var config = [
             "url": client.baseURL, "brokers": broker.address, "lat": String(format: "%.6f", spot.lat), "lng": String(format: "%.6f", spot.lng),
             "orderId": UUID().uuidString.lowercased(), "requestId": UUID().uuidString.lowercased(),

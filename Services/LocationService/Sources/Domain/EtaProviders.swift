@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Contracts
 import Foundation
+import Kafka
 import NIOCore
 import Synchronization
 
@@ -133,8 +134,7 @@ package struct AzureMapsEtaProvider: EtaProvider {
 /// GETs `url` and decodes a 200 answer's JSON; anything else throws.
 private func fetchJSON<T: Decodable>(_ type: T.Type, url: String, client: HTTPClient, timeout: Duration) async throws -> T {
     let request = HTTPClientRequest(url: url)
-    let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-    let response = try await client.execute(request, timeout: .milliseconds(milliseconds))
+    let response = try await client.execute(request, timeout: .milliseconds(timeout.milliseconds))
     let body = try await response.body.collect(upTo: 1 << 20)
     guard response.status == .ok else { throw EtaProviderError(description: "the routing service answered \(response.status.code)") }
     do {

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Contracts
 import Foundation
+import Kafka
 import JWTKit
 import Logging
 import NIOCore
@@ -66,8 +67,7 @@ func retryOutcome(status: Int, headers: HTTPHeaders, answer: String) -> PushOutc
 /// Runs `request` and reads at most 64 KiB of the answer; a transport failure or time-out is a retry.
 func exchange(_ request: HTTPClientRequest, client: HTTPClient, timeout: Duration) async -> Result<(Int, HTTPHeaders, String), PushTransportError> {
     do {
-        let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        let response = try await client.execute(request, timeout: .milliseconds(milliseconds))
+        let response = try await client.execute(request, timeout: .milliseconds(timeout.milliseconds))
         let body = try await response.body.collect(upTo: 64 * 1024)
         return .success((Int(response.status.code), response.headers, String(buffer: body)))
     } catch {
