@@ -95,6 +95,7 @@ struct AllocationServiceTests {
         #expect(offer["deliveryArea"]?.stringValue == "Koramangala")
         #expect(!offer.serialized.contains("Lake View"), "the customer's address reached the rider: \(offer)")
         #expect(abs((offer["distanceKm"]?.doubleValue ?? 0) - 1) < 0.11)
+        #expect(abs((offer["tripDistanceKm"]?.doubleValue ?? 0) - 4) < 0.11)
         // ₹25 + ₹10/km over 1 km to the vendor and 3 km to the customer.
         #expect(offer["earnings"]?["amount"]?.doubleValue == 65)
         #expect(offer["earnings"]?["currency"]?.stringValue == "INR")

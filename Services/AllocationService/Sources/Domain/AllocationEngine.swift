@@ -118,10 +118,11 @@ package struct AllocationEngine: Sendable {
         let receiptDeadline = now.addingTimeInterval(Double(settings.receiptTimeout.components.seconds))
         let earnings = AllocationSettings.earnings(tripKilometres: tripKilometres)
         let distanceKm = (toVendorMeters / 100).rounded() / 10
+        let tripKm = (tripKilometres * 10).rounded() / 10
         try await connection.query(
             """
-            INSERT INTO offers (offer_id, order_id, rider_id, status, distance_km, earnings, expires_at, receipt_deadline)
-            VALUES (\(offerId), \(orderId), \(riderId), 'pending', \(distanceKm), \(earnings), \(expiresAt), \(receiptDeadline))
+            INSERT INTO offers (offer_id, order_id, rider_id, status, distance_km, trip_km, earnings, expires_at, receipt_deadline)
+            VALUES (\(offerId), \(orderId), \(riderId), 'pending', \(distanceKm), \(tripKm), \(earnings), \(expiresAt), \(receiptDeadline))
             """, logger: logger
         )
         try await connection.query("UPDATE riders SET status = 'offered', updated_at = now() WHERE rider_id = \(riderId)", logger: logger)
@@ -146,8 +147,8 @@ package struct AllocationEngine: Sendable {
         )
         let view = OfferView(
             offerId: offerIdText, orderId: orderId, vendor: .init(name: vendorName, address: vendorAddress), deliveryArea: area,
-            distanceKm: distanceKm, earnings: .init(amount: earnings, currency: "INR"), expiresAt: expiresAt, timeoutSeconds: timeout,
-            status: "pending"
+            distanceKm: distanceKm, tripDistanceKm: tripKm, earnings: .init(amount: earnings, currency: "INR"), expiresAt: expiresAt,
+            timeoutSeconds: timeout, status: "pending"
         )
         return [.offer(riderId: riderId, view)]
     }
@@ -241,18 +242,18 @@ package struct AllocationEngine: Sendable {
     package func offer(_ offerId: UUID, on connection: PostgresConnection) async throws -> OfferView {
         let rows = try await connection.query(
             """
-            SELECT o.offer_id, o.order_id, a.vendor_name, a.vendor_address, a.delivery_area, o.distance_km, o.earnings, o.expires_at,
-                   o.status
+            SELECT o.offer_id, o.order_id, a.vendor_name, a.vendor_address, a.delivery_area, o.distance_km, o.trip_km, o.earnings,
+                   o.expires_at, o.status
             FROM offers o JOIN allocations a ON a.order_id = o.order_id WHERE o.offer_id = \(offerId)
             """, logger: logger
         )
-        for try await (id, orderId, vendorName, vendorAddress, area, distance, earnings, expiresAt, status)
-            in rows.decode((UUID, String, String, String, String, Double, Decimal, Date, String).self)
+        for try await (id, orderId, vendorName, vendorAddress, area, distance, trip, earnings, expiresAt, status)
+            in rows.decode((UUID, String, String, String, String, Double, Double?, Decimal, Date, String).self)
         {
             return OfferView(
                 offerId: id.uuidString.lowercased(), orderId: orderId, vendor: .init(name: vendorName, address: vendorAddress),
-                deliveryArea: area, distanceKm: distance, earnings: .init(amount: earnings, currency: "INR"), expiresAt: expiresAt,
-                timeoutSeconds: Int(settings.offerTimeout.components.seconds), status: status
+                deliveryArea: area, distanceKm: distance, tripDistanceKm: trip, earnings: .init(amount: earnings, currency: "INR"),
+                expiresAt: expiresAt, timeoutSeconds: Int(settings.offerTimeout.components.seconds), status: status
             )
         }
         throw APIError.notFound("no offer \(offerId)")

@@ -57,7 +57,10 @@ package struct OfferView: Codable, Sendable, Equatable, ResponseEncodable {
     package var orderId: String
     package var vendor: Vendor
     package var deliveryArea: String
+    /// From the rider to the vendor.
     package var distanceKm: Double
+    /// The whole trip: to the vendor, then to the customer (what the earnings are for).
+    package var tripDistanceKm: Double?
     package var earnings: Earnings
     package var expiresAt: Date
     package var timeoutSeconds: Int
