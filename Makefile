@@ -2,10 +2,11 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help setup build run test coverage format lint clean
+.PHONY: help setup build run demo test coverage format lint clean
 
 help:
-	@echo "make run       install what is missing, build, start Postgres, the broker and the five services"
+	@echo "make run       install what is missing, build, start Postgres, the broker, the five services and the gateway"
+	@echo "make demo      (with make run going in another terminal) play a delivery and a technician visit through it"
 	@echo "make test      the same set-up on other ports, then every test, then tear down"
 	@echo "make coverage  the tests with code coverage, line coverage per module"
 	@echo "make format    swift format the sources in place"
@@ -19,6 +20,9 @@ build: setup
 
 run: build
 	@deploy/local/run.sh
+
+demo: setup
+	@.local/venv/bin/python deploy/local/demo.py
 
 test: setup
 	@deploy/local/test.sh

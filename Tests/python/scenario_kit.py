@@ -114,13 +114,15 @@ class ServiceRequests(OrderEventPublisher):
 class SocketClient:
     """A python-socketio client on one namespace that records the server events it is told to listen for."""
 
-    def __init__(self, url, namespace, token, events, on_event=None):
+    def __init__(self, url, namespace, token, events, on_event=None, path="socket.io", http_session=None,
+                 reconnection=False):
         self.namespace = namespace
         self.events = []
-        self.client = socketio.Client(reconnection=False)
+        self.client = socketio.Client(reconnection=reconnection, reconnection_delay=0.5, reconnection_delay_max=2,
+                                      http_session=http_session)
         for name in events:
             self.client.on(name, (lambda event: lambda data: self._record(event, data, on_event))(name), namespace=namespace)
-        self.client.connect(url, namespaces=[namespace], auth={"token": token}, wait_timeout=10)
+        self.client.connect(url, namespaces=[namespace], auth={"token": token}, socketio_path=path, wait_timeout=10)
 
     def _record(self, event, data, on_event):
         self.events.append([event, data])
@@ -146,10 +148,10 @@ class SocketClient:
         self.client.disconnect()
 
 
-def refused_connection(url, namespace, token):
+def refused_connection(url, namespace, token, **options):
     """The reason the server gives for refusing a connection to `namespace`, or None if it accepted it."""
     try:
-        SocketClient(url, namespace, token, []).close()
+        SocketClient(url, namespace, token, [], **options).close()
         return None
     except socketio.exceptions.ConnectionError as error:
         return str(error)

@@ -25,9 +25,6 @@ port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # be able to reach it).
 runtime_dir() { echo "${TMPDIR:-/tmp}/delivery-platform-$(id -u)/$1"; }
 
-# The service executables and their default ports.
-SERVICES=(order-service:8081 chat-service:8082 allocation-service:8083 location-service:8084 notification-service:8085)
-
 # The development token settings shared by devtoken and the services started here.
 DEV_JWT_ISSUER="https://auth.delivery.local"
 DEV_JWT_AUDIENCE="delivery-platform"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the build, the services and the tests need and is missing; quick when nothing is.
-#   apt:  librdkafka-dev (headers), pkg-config, postgresql, python3-venv, openssl
+#   apt:  librdkafka-dev (headers), pkg-config, postgresql, python3-venv, openssl, nginx (the gateway)
 #   pip:  deploy/local/requirements.txt into .local/venv (Tansu broker, librdkafka 2.16, test clients)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -10,6 +10,7 @@ pkg-config --version >/dev/null 2>&1 || missing+=(pkg-config)
 pkg-config --exists rdkafka 2>/dev/null || missing+=(librdkafka-dev)
 ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || missing+=(postgresql)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Builds and runs every test against a throwaway Postgres and Tansu broker of its own, then tears them down.
-# Exit status: the tests'. Ports (distinct from make run's): TEST_PG_PORT (15432), TEST_KAFKA_PORT (19092),
-# and 19100-19199 for brokers that tests start and stop themselves.
-#   test.sh [--coverage] [swift test arguments, e.g. --filter KafkaTests]
+# Builds and runs every test, then tears down what they started. Exit status: the tests'.
+#  1. the Swift tests (unit, integration, per-service) against a throwaway Postgres and Tansu broker of their own:
+#     TEST_PG_PORT (15432), TEST_KAFKA_PORT (19092), and 19100-19199 for brokers that tests start themselves;
+#  2. the system tests (Tests/System, pytest): the whole system with its gateway on ports of its own (15433, 19120,
+#     18080-18090, 18443; see Tests/System/conftest.py), driven only through the gateway.
+#   test.sh [--coverage] [swift test arguments, e.g. --filter KafkaTests]   both (with the arguments for Swift)
+#   test.sh --system [pytest arguments, e.g. -k CUS_032]                     only the system tests
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 # Coverage builds instrumented code into a separate folder so it does not invalidate the normal build.
 swift_flags=()
 coverage=false
-if [ "${1:-}" = "--coverage" ]; then
+swift_tests=true
+if [ "${1:-}" = "--system" ]; then
+    swift_tests=false
+    shift
+elif [ "${1:-}" = "--coverage" ]; then
     coverage=true
     swift_flags=(--enable-code-coverage --scratch-path "$ROOT/.build-coverage")
     shift
@@ -24,7 +31,18 @@ stop_test_brokers() {
     pkill -f "tansu broker --listener-url tcp://127.0.0.1:191[0-9][0-9]" || true
 }
 
+# Services, brokers and the gateway of a system-test run that was killed before its own teardown.
+stop_system_test_leftovers() {
+    pkill -f "$(swift build "${swift_flags[@]}" --show-bin-path)/[a-z]*-service" || true
+    pkill -f "nginx.*system-test-" || true
+    for cluster in "$(runtime_dir "")"/system-test-*/postgres; do
+        [ -d "$cluster" ] && "$ROOT/deploy/local/postgres.sh" stop "$cluster"
+    done
+    true
+}
+
 cleanup() {
+    stop_system_test_leftovers
     stop_test_brokers
     "$ROOT/deploy/local/broker.sh" stop "$runtime/broker" || true
     "$ROOT/deploy/local/postgres.sh" stop "$runtime/postgres" || true
@@ -38,10 +56,6 @@ build_started=$(date +%s)
 swift build --build-tests "${swift_flags[@]}"
 log "build took $(( $(date +%s) - build_started )) s"
 
-stop_test_brokers
-log "starting Postgres on 127.0.0.1:$PG_PORT and the Tansu broker on 127.0.0.1:$KAFKA_PORT"
-"$ROOT/deploy/local/postgres.sh" start "$runtime/postgres" "$PG_PORT"
-"$ROOT/deploy/local/broker.sh" start "$runtime/broker" "$KAFKA_PORT"
 
 export TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/delivery"
 export TEST_KAFKA_BROKERS="127.0.0.1:$KAFKA_PORT"
@@ -50,10 +64,28 @@ export TEST_PYTHON="$PYTHON"
 export TEST_BIN_PATH="$(swift build "${swift_flags[@]}" --show-bin-path)"
 export LOG_LEVEL=${LOG_LEVEL:-warning}
 
-tests_started=$(date +%s)
 status=0
-swift test --skip-build "${swift_flags[@]}" "$@" || status=$?
-log "tests took $(( $(date +%s) - tests_started )) s (exit status $status)"
+if $swift_tests; then
+    stop_test_brokers
+    log "starting Postgres on 127.0.0.1:$PG_PORT and the Tansu broker on 127.0.0.1:$KAFKA_PORT"
+    "$ROOT/deploy/local/postgres.sh" start "$runtime/postgres" "$PG_PORT"
+    "$ROOT/deploy/local/broker.sh" start "$runtime/broker" "$KAFKA_PORT"
+    tests_started=$(date +%s)
+    swift test --skip-build "${swift_flags[@]}" "$@" || status=$?
+    log "Swift tests took $(( $(date +%s) - tests_started )) s (exit status $status)"
+    set --
+fi
+
+if ! $coverage; then
+    "$ROOT/deploy/local/broker.sh" stop "$runtime/broker"
+    stop_test_brokers
+    log "system tests: the whole system behind its gateway"
+    tests_started=$(date +%s)
+    system_status=0
+    "$PYTHON" -m pytest "$ROOT/Tests/System" -v -p no:cacheprovider --durations=5 "$@" || system_status=$?
+    log "system tests took $(( $(date +%s) - tests_started )) s (exit status $system_status)"
+    [ "$system_status" -eq 0 ] || status=$system_status
+fi
 
 if $coverage; then
     "$PYTHON" "$ROOT/deploy/local/coverage_report.py" "$(swift test "${swift_flags[@]}" --show-codecov-path)" || status=$?

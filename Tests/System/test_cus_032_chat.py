@@ -1,0 +1,241 @@
+"""CUS-032: the customer chats with the rider of an active order, through the gateway's /chat namespace (WSS) and
+the chat service's REST routes."""
+import uuid
+
+import pytest
+
+import gateway_kit
+from gateway_kit import AssignedOrder, PROOF_PHOTO, go_online, place_order, pushes_of, until
+
+CLOSED_TEXT = "This chat is now closed"
+
+
+def chat_socket(party):
+    return party.socket("chat", ["message", "chat_closed", "access_revoked"])
+
+
+def join_when_open(client, order_id):
+    """The `join` acknowledgement once the room is open (the chat service follows orders.events)."""
+    return until(lambda: (lambda answer: answer if answer.get("ok") else None)(
+        client.call("join", {"orderId": order_id})), "the chat to open")
+
+
+def send(client, order_id, text=None, quick_reply_id=None, client_message_id=None):
+    request = {"orderId": order_id, "clientMessageId": client_message_id or str(uuid.uuid4())}
+    if quick_reply_id:
+        request["quickReplyId"] = quick_reply_id
+    else:
+        request["text"] = text
+    return client.call("message", request)
+
+
+def history(party, order_id, limit=100):
+    """The chat's messages as its REST route gives them, newest first."""
+    return party.call("GET", f"/v1/orders/{order_id}/chat/messages?limit={limit}")["messages"]
+
+
+class ChatInTransit:
+    """An order picked up, with the customer's and the rider's chat sockets joined to its room; closed on exit."""
+
+    def __init__(self, cast):
+        self.order = AssignedOrder(cast)
+        self.customer, self.rider = chat_socket(cast.customer), chat_socket(cast.rider)
+
+    def __enter__(self):
+        self.order.pick_up()
+        join_when_open(self.customer, self.order.id)
+        join_when_open(self.rider, self.order.id)
+        return self
+
+    def __exit__(self, *_):
+        for client in (self.customer, self.rider, self.order):
+            client.close()
+
+
+def error_code(answer):
+    return answer.get("error", {}).get("code")
+
+
+def test_CUS_032_AC_001_chat_is_open_once_the_order_is_in_transit(cast):
+    """The backend's part of the enabled 'Chat with Rider' button: for an In Transit order the customer can join
+    the chat (writable, naming the assigned rider) and a message sent there is accepted."""
+    order = AssignedOrder(cast)
+    customer = chat_socket(cast.customer)
+    try:
+        picked = order.pick_up()
+        assert picked["status"] == "InTransit"
+        joined = join_when_open(customer, order.id)
+        assert joined["readOnly"] is False
+        assert joined["rider"] == {"id": cast.rider.id, "name": cast.rider.name}
+        assert joined["messages"] == []
+        ack = send(customer, order.id, "Are you close?")
+        assert ack["status"] == "sent" and ack["id"]
+    finally:
+        customer.close()
+        order.close()
+
+
+def test_CUS_032_AC_002_message_reaches_the_rider_live_or_as_a_push(cast):
+    """The customer's message is acknowledged as sent and stored; the rider's open chat gets it in real time
+    (under 2 s), and once the rider has left the chat screen the next message reaches the rider as a push."""
+    cast.rider.register_device("ios")
+    with ChatInTransit(cast) as chat:
+        order, customer, rider = chat.order, chat.customer, chat.rider
+
+        ack = send(customer, order.id, "Hi! The gate code is 4321.")
+        assert ack["status"] == "sent"
+        heard = rider.wait_for("message", seconds=2)
+        assert len(heard) == 1
+        assert heard[0]["id"] == ack["id"]
+        assert heard[0]["text"] == "Hi! The gate code is 4321."
+        assert (heard[0]["senderId"], heard[0]["senderRole"], heard[0]["senderName"]) == (
+            cast.customer.id, "customer", cast.customer.name)
+        assert customer.received("message") == []  # the sender's own window shows it from the acknowledgement
+
+        assert rider.call("leave", {"orderId": order.id}) == {"ok": True}
+        second = send(customer, order.id, "I'm on the 3rd floor.")
+        assert second["status"] == "sent"
+        pushes = pushes_of(cast.admin, cast.rider.id, kinds=["chat_message"])
+        # Only the message the rider was not in the chat for is pushed.
+        assert [(p["title"], p["body"]) for p in pushes] == [(cast.customer.name, "I'm on the 3rd floor.")]
+        assert [d["platform"] for d in pushes[0]["deliveries"]] == ["ios"]
+        assert len(rider.received("message")) == 1
+        texts = [m["text"] for m in history(cast.rider, order.id)]
+        assert texts == ["I'm on the 3rd floor.", "Hi! The gate code is 4321."]
+
+
+def test_CUS_032_AC_003_customer_in_background_gets_a_push_with_a_preview(cast):
+    """While the customer's app has the chat open the rider's message arrives live; once the app is in the
+    background (left the chat, socket closed) the rider's message becomes a push with the sender and a preview."""
+    cast.customer.register_device("android")
+    with ChatInTransit(cast) as chat:
+        order, customer, rider = chat.order, chat.customer, chat.rider
+        send(rider, order.id, "Picked up, on my way")
+        assert [m["text"] for m in customer.wait_for("message", seconds=2)] == ["Picked up, on my way"]
+
+        assert customer.call("leave", {"orderId": order.id}) == {"ok": True}
+        customer.close()
+        long_text = "I am at the main gate but the guard will not let me in without your confirmation, " \
+                    "could you please call the security desk and tell them I am your delivery rider?"
+        assert len(long_text) > 100
+        assert send(rider, order.id, long_text)["status"] == "sent"
+        pushes = pushes_of(cast.admin, cast.customer.id, kinds=["chat_message"])
+        assert len(pushes) == 1
+        push = pushes[0]
+        assert push["title"] == cast.rider.name
+        assert push["body"] == long_text[:97] + "..."
+        assert push["priority"] == "high"
+        sent = until(lambda: [p for p in pushes_of(cast.admin, cast.customer.id, kinds=["chat_message"])
+                              if p["status"] == "sent"], "the chat push to be sent")
+        assert [d["platform"] for d in sent[0]["deliveries"]] == ["android"]
+
+
+@pytest.mark.parametrize("ending", ["Delivered", "Cancelled"])
+def test_CUS_032_AC_004_chat_becomes_read_only_when_the_order_ends(cast, ending):
+    """When the order is Delivered (rider) or Cancelled (admin, while in transit) both chat windows get
+    'This chat is now closed', new messages are refused with CHAT_CLOSED, and the history stays readable."""
+    with ChatInTransit(cast) as chat:
+        order, customer, rider = chat.order, chat.customer, chat.rider
+        assert send(customer, order.id, "Please hurry")["status"] == "sent"
+        assert rider.wait_for("message")
+
+        if ending == "Delivered":
+            cast.rider.call("POST", f"/v1/orders/{order.id}/proof-photo", expect=201, data=PROOF_PHOTO,
+                            headers={"Content-Type": "image/png"})
+            ended = cast.rider.call("POST", f"/v1/orders/{order.id}/deliver")
+        else:
+            ended = cast.admin.call("POST", f"/v1/orders/{order.id}/cancel", json={"reason": "customer asked support"})
+        assert ended["status"] == ending
+
+        for client in (customer, rider):
+            closed = client.wait_for("chat_closed", seconds=20)
+            assert closed == [{"orderId": order.id, "text": CLOSED_TEXT}]
+        assert error_code(send(customer, order.id, "Thanks!")) == "CHAT_CLOSED"
+        assert error_code(send(rider, order.id, "Bye")) == "CHAT_CLOSED"
+
+        messages = history(cast.customer, order.id)
+        assert [(m["senderRole"], m["text"]) for m in messages] == [("system", CLOSED_TEXT), ("customer", "Please hurry")]
+        rejoined = customer.call("join", {"orderId": order.id})
+        assert rejoined["readOnly"] is True
+        assert [m["text"] for m in rejoined["messages"]] == ["Please hurry", CLOSED_TEXT]
+
+
+def test_CUS_032_AC_005_no_chat_before_a_rider_is_assigned(cast):
+    """While the order is Pending Vendor Acceptance, Preparing, or Ready For Pickup without a rider, joining its
+    chat is refused with CHAT_NOT_AVAILABLE (so the app hides the option); it opens once a rider is assigned."""
+    customer = chat_socket(cast.customer)
+    offers = cast.rider.socket("rider", ["offer"])
+    try:
+        order = place_order(cast)
+        order_id = order["id"]
+        assert order["status"] == "PendingVendorAcceptance"
+        assert error_code(customer.call("join", {"orderId": order_id})) == "CHAT_NOT_AVAILABLE"
+        # The chat service knows the order (its room waits for a rider), and still refuses.
+        until(lambda: cast.customer.request("GET", f"/v1/orders/{order_id}/chat/messages").status_code == 200,
+              "the chat service to know the order")
+        assert error_code(customer.call("join", {"orderId": order_id})) == "CHAT_NOT_AVAILABLE"
+        assert error_code(send(customer, order_id, "hello?")) == "FORBIDDEN"
+
+        assert cast.vendor.call("POST", f"/v1/orders/{order_id}/accept")["status"] == "Preparing"
+        assert error_code(customer.call("join", {"orderId": order_id})) == "CHAT_NOT_AVAILABLE"
+        assert cast.vendor.call("POST", f"/v1/orders/{order_id}/ready")["status"] == "ReadyForPickup"
+        assert error_code(customer.call("join", {"orderId": order_id})) == "CHAT_NOT_AVAILABLE"
+
+        go_online(cast.rider, cast.spot)
+        offer = gateway_kit.offer_for(cast.rider, offers, order_id)
+        offers.call("received", {"offerId": offer["offerId"]})
+        cast.rider.call("POST", f"/v1/offers/{offer['offerId']}/accept")
+        joined = join_when_open(customer, order_id)
+        assert joined["rider"]["id"] == cast.rider.id
+    finally:
+        customer.close()
+        offers.close()
+
+
+def test_CUS_032_AC_006_resend_after_reconnecting_is_stored_once(cast):
+    """The app resends a message whose acknowledgement it lost with the same clientMessageId after reconnecting
+    and joining again: the backend answers with the first acknowledgement and the rider gets it once."""
+    with ChatInTransit(cast) as chat:
+        order, customer, rider = chat.order, chat.customer, chat.rider
+        client_message_id = str(uuid.uuid4())
+        first = send(customer, order.id, "Ring twice please", client_message_id=client_message_id)
+        assert first["status"] == "sent"
+        customer.close()  # connectivity lost before the app saw the acknowledgement
+
+        reconnected = chat.customer = chat_socket(cast.customer)
+        # A reconnected socket joins again before resending.
+        assert error_code(send(reconnected, order.id, "Ring twice please", client_message_id=client_message_id)) \
+            == "FORBIDDEN"
+        join_when_open(reconnected, order.id)
+        again = send(reconnected, order.id, "Ring twice please", client_message_id=client_message_id)
+        assert again == first
+
+        assert len(rider.wait_for("message")) == 1
+        stored = [m for m in history(cast.customer, order.id) if m["clientMessageId"] == client_message_id]
+        assert [(m["id"], m["text"]) for m in stored] == [(first["id"], "Ring twice please")]
+        # A message with a new id after the reconnect is a new message.
+        assert send(reconnected, order.id, "Thanks")["id"] != first["id"]
+        until(lambda: [m for m in rider.received("message") if m["text"] == "Thanks"], "the rider to get 'Thanks'")
+        assert [m["text"] for m in rider.received("message")] == ["Ring twice please", "Thanks"]
+
+
+def test_CUS_032_AC_007_quick_reply_is_sent_to_the_rider(cast):
+    """The customer's quick-reply templates are listed, and sending one by its id delivers its text to the rider
+    at once and stores it; an id that is not one of the customer's templates is refused."""
+    replies = cast.customer.call("GET", "/v1/chat/quick-replies")
+    assert replies["role"] == "customer"
+    by_id = {reply["id"]: reply["text"] for reply in replies["replies"]}
+    assert by_id["leave-at-door"] == "Please leave it at the door"
+
+    with ChatInTransit(cast) as chat:
+        order, customer, rider = chat.order, chat.customer, chat.rider
+        ack = send(customer, order.id, quick_reply_id="leave-at-door")
+        assert ack["status"] == "sent"
+        heard = rider.wait_for("message", seconds=2)
+        assert [(m["id"], m["text"], m["senderRole"]) for m in heard] == [
+            (ack["id"], "Please leave it at the door", "customer")]
+        assert [m["text"] for m in history(cast.rider, order.id)] == ["Please leave it at the door"]
+
+        rider_only = cast.rider.call("GET", "/v1/chat/quick-replies")["replies"][0]["id"]
+        assert rider_only not in by_id
+        assert error_code(send(customer, order.id, quick_reply_id=rider_only)) == "VALIDATION_FAILED"

@@ -1,0 +1,319 @@
+"""The whole system on this machine: a throwaway Postgres, the Tansu broker, the five services and the nginx gateway
+in front of them (TLS with a self-signed certificate, WebSockets, routing). `make run` runs it in the foreground and
+seeds demo data; the system tests start it with their own ports and kill and restart services in it.
+
+    system.py run      start everything, seed the demo data, print tokens, stop everything on Ctrl-C
+"""
+import argparse
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL = ROOT / ".local"
+SCRIPTS = ROOT / "deploy" / "local"
+GATEWAY_TEMPLATES = ROOT / "deploy" / "gateway"
+DEV_KEY_DIR = LOCAL / "dev-keys"
+TLS_DIR = LOCAL / "gateway-tls"
+JWT_ISSUER = "https://auth.delivery.local"
+JWT_AUDIENCE = "delivery-platform"
+
+# Each service and the gateway template's variable naming its upstream.
+SERVICES = {
+    "order-service": "ORDER_SERVICE",
+    "chat-service": "CHAT_SERVICE",
+    "allocation-service": "ALLOCATION_SERVICE",
+    "location-service": "LOCATION_SERVICE",
+    "notification-service": "NOTIFICATION_SERVICE",
+}
+
+
+@dataclasses.dataclass
+class Profile:
+    """Where one copy of the system listens, and what its services are told beyond the common settings."""
+    name: str
+    postgres_port: int
+    broker_port: int
+    gateway_http_port: int
+    gateway_https_port: int
+    service_ports: dict
+    service_environment: dict = dataclasses.field(default_factory=dict)
+
+
+RUN = Profile(
+    name="run", postgres_port=25432, broker_port=29092, gateway_http_port=8080, gateway_https_port=8443,
+    service_ports=dict(zip(SERVICES, range(8081, 8086))),
+)
+
+
+def runtime_dir(profile_name):
+    """Outside the checkout, so the postgres user can reach the cluster (the same place as common.sh's)."""
+    base = Path(os.environ.get("TMPDIR", "/tmp")) / f"delivery-platform-{os.getuid()}"
+    return base / profile_name
+
+
+def log(message):
+    print(f"\033[1m==>\033[0m {message}", file=sys.stderr, flush=True)
+
+
+def port_in_use(port):
+    import socket
+    with socket.socket() as probe:
+        probe.settimeout(0.3)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def bin_dir():
+    """The debug build's executables (TEST_BIN_PATH when the test script set it)."""
+    if os.environ.get("TEST_BIN_PATH"):
+        return Path(os.environ["TEST_BIN_PATH"])
+    output = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, check=True, capture_output=True, text=True)
+    return Path(output.stdout.strip())
+
+
+def ensure_tls_certificate():
+    """A self-signed certificate for localhost and 127.0.0.1, made once and kept in .local/gateway-tls."""
+    cert, key = TLS_DIR / "gateway.crt", TLS_DIR / "gateway.key"
+    if not cert.exists() or not key.exists():
+        TLS_DIR.mkdir(parents=True, exist_ok=True)
+        subprocess.run([
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "825", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert),
+        ], check=True, capture_output=True)
+        key.chmod(0o600)
+    return cert, key
+
+
+def render(template, values):
+    """The template with each ${NAME} in `values` replaced (others, like nginx's own $host, left alone)."""
+    text = template.read_text()
+    for name, value in values.items():
+        text = text.replace("${" + name + "}", str(value))
+    return text
+
+
+def nginx_executable():
+    found = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    if not found:
+        raise SystemExit("nginx is not installed; run deploy/local/setup.sh")
+    return found
+
+
+class System:
+    """One running copy of the system. `start()` brings everything up and waits until each part is ready."""
+
+    def __init__(self, profile, executables=None, echo_logs=False):
+        self.profile = profile
+        self.runtime = runtime_dir(profile.name)
+        self.bin = Path(executables) if executables else bin_dir()
+        self.echo_logs = echo_logs
+        self.processes = {}
+        self.gateway = None
+        self.tls_certificate = None
+
+    # The parts
+
+    @property
+    def gateway_url(self):
+        return f"https://127.0.0.1:{self.profile.gateway_https_port}"
+
+    def service_url(self, name):
+        return f"http://127.0.0.1:{self.profile.service_ports[name]}"
+
+    def start(self):
+        ports = [self.profile.postgres_port, self.profile.broker_port, self.profile.gateway_http_port,
+                 self.profile.gateway_https_port, *self.profile.service_ports.values()]
+        busy = [port for port in ports if port_in_use(port)]
+        if busy:
+            raise SystemExit(f"ports {busy} are in use: is the '{self.profile.name}' system already running? "
+                             f"(make run uses 8080-8085, 8443, 25432 and 29092; the system tests 18080-18085, "
+                             f"18443, 15433 and 19120)")
+        (self.runtime / "logs").mkdir(parents=True, exist_ok=True)
+        for old_log in (self.runtime / "logs").glob("*.log"):
+            old_log.unlink()
+        log(f"starting Postgres on 127.0.0.1:{self.profile.postgres_port}")
+        subprocess.run([SCRIPTS / "postgres.sh", "start", self.runtime / "postgres", str(self.profile.postgres_port)],
+                       check=True)
+        log(f"starting the Tansu broker on 127.0.0.1:{self.profile.broker_port}")
+        subprocess.run([SCRIPTS / "broker.sh", "start", self.runtime / "broker", str(self.profile.broker_port)],
+                       check=True)
+        self.public_key = subprocess.run(
+            [self.bin / "devtoken", "--init-keys", "--key-dir", DEV_KEY_DIR],
+            check=True, capture_output=True, text=True).stdout.strip()
+        log("starting the five services")
+        for name in SERVICES:
+            self.start_service(name, wait=False)
+        for name in SERVICES:
+            self.wait_until_ready(name)
+        log(f"starting the gateway on https://127.0.0.1:{self.profile.gateway_https_port}")
+        self.start_gateway()
+        return self
+
+    def stop(self):
+        """Everything down: the services drain in parallel (SIGTERM, SIGKILL after 10 s), then the rest."""
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.terminate()
+        for name in list(self.processes):
+            self.stop_service(name)
+        if self.gateway and self.gateway.poll() is None:
+            self.gateway.send_signal(signal.SIGQUIT)
+            try:
+                self.gateway.wait(10)
+            except subprocess.TimeoutExpired:
+                self.gateway.kill()
+        subprocess.run([SCRIPTS / "broker.sh", "stop", self.runtime / "broker"], check=False)
+        subprocess.run([SCRIPTS / "postgres.sh", "stop", self.runtime / "postgres"], check=False)
+
+    # Services
+
+    def service_environment(self, name):
+        environment = dict(os.environ)
+        environment.update({
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:{self.profile.postgres_port}/delivery",
+            "DATABASE_TLS": "disable",
+            "KAFKA_BROKERS": f"127.0.0.1:{self.profile.broker_port}",
+            "JWT_ISSUER": JWT_ISSUER, "JWT_AUDIENCE": JWT_AUDIENCE, "JWT_PUBLIC_KEY_FILE": self.public_key,
+            "HTTP_HOST": "127.0.0.1", "HTTP_PORT": str(self.profile.service_ports[name]),
+            "LOG_LEVEL": os.environ.get("LOG_LEVEL", "info"),
+            "LD_LIBRARY_PATH": ":".join(filter(None, [str(LOCAL / "lib"), os.environ.get("LD_LIBRARY_PATH")])),
+        })
+        environment.update(self.profile.service_environment)
+        return environment
+
+    def start_service(self, name, wait=True):
+        """Starts (or restarts) one service; its output is appended to logs/NAME.log (and echoed by `make run`)."""
+        log_file = open(self.runtime / "logs" / f"{name}.log", "a")
+        process = subprocess.Popen(
+            [self.bin / name], env=self.service_environment(name), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if self.echo_logs else log_file, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        if self.echo_logs:
+            threading.Thread(target=self._echo, args=(name, process, log_file), daemon=True).start()
+        else:
+            log_file.close()
+        self.processes[name] = process
+        if wait:
+            self.wait_until_ready(name)
+
+    @staticmethod
+    def _echo(name, process, log_file):
+        for line in iter(process.stdout.readline, b""):
+            text = line.decode(errors="replace")
+            log_file.write(text)
+            log_file.flush()
+            sys.stdout.write(f"[{name}] {text}")
+            sys.stdout.flush()
+        log_file.close()
+
+    def wait_until_ready(self, name, seconds=90):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            process = self.processes[name]
+            if process.poll() is not None:
+                raise SystemExit(f"{name} exited with status {process.returncode}; see {self.runtime}/logs/{name}.log")
+            try:
+                with urllib.request.urlopen(f"{self.service_url(name)}/ready", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.2)
+        raise SystemExit(f"{name} did not become ready in {seconds} s; see {self.runtime}/logs/{name}.log")
+
+    def stop_service(self, name, seconds=10):
+        """A graceful stop: SIGTERM, then SIGKILL after `seconds`."""
+        process = self.processes.pop(name)
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(seconds)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def kill_service(self, name):
+        """An abrupt end (SIGKILL): no shutdown hooks, nothing flushed."""
+        process = self.processes.pop(name)
+        process.kill()
+        process.wait()
+
+    def running(self, name):
+        process = self.processes.get(name)
+        return process is not None and process.poll() is None
+
+    # The gateway
+
+    def start_gateway(self):
+        self.tls_certificate, key = ensure_tls_certificate()
+        directory = self.runtime / "gateway"
+        for temp in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            (directory / "temp" / temp).mkdir(parents=True, exist_ok=True)
+        values = {
+            "GATEWAY_HTTP_PORT": self.profile.gateway_http_port,
+            "GATEWAY_HTTPS_PORT": self.profile.gateway_https_port,
+            "GATEWAY_PUBLIC_HTTPS_PORT": self.profile.gateway_https_port,
+            "GATEWAY_TLS_CERT": self.tls_certificate, "GATEWAY_TLS_KEY": key,
+            "GATEWAY_ACCESS_LOG": self.runtime / "logs" / "gateway-access.log",
+            "GATEWAY_RUNTIME": directory, "GATEWAY_CONF": directory / "gateway.conf",
+            # As root, nginx's workers would otherwise run as nobody, who cannot write the temp folders here.
+            "NGINX_USER": "user root;" if os.geteuid() == 0 else "",
+        }
+        values.update({variable: f"127.0.0.1:{self.profile.service_ports[name]}" for name, variable in SERVICES.items()})
+        (directory / "gateway.conf").write_text(render(GATEWAY_TEMPLATES / "gateway.conf.template", values))
+        (directory / "nginx.conf").write_text(render(GATEWAY_TEMPLATES / "nginx.conf.template", values))
+        shutil.copy(GATEWAY_TEMPLATES / "socket.conf", directory / "socket.conf")
+        check = subprocess.run([nginx_executable(), "-t", "-p", directory, "-c", directory / "nginx.conf"],
+                               capture_output=True, text=True)
+        if check.returncode != 0:
+            raise SystemExit(f"the gateway configuration is invalid:\n{check.stderr}")
+        self.gateway = subprocess.Popen([nginx_executable(), "-p", directory, "-c", directory / "nginx.conf"],
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.time() + 15
+        while not port_in_use(self.profile.gateway_https_port):
+            if self.gateway.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"the gateway did not start; see {directory}/error.log")
+            time.sleep(0.1)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["run"])
+    parser.parse_args()
+
+    system = System(RUN, echo_logs=True)
+    stopping = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    try:
+        system.start()
+        sys.path.insert(0, str(ROOT / "Tests" / "python"))
+        import gateway_kit
+        gateway = gateway_kit.Gateway(system.gateway_url, system.tls_certificate, system.bin)
+        cast = gateway_kit.seed_demo(gateway)
+        print(gateway_kit.describe_running_system(system, cast), flush=True)
+        while not stopping.is_set():
+            for name, process in system.processes.items():
+                if process.poll() is not None:
+                    log(f"{name} exited (status {process.returncode}); stopping the rest")
+                    stopping.set()
+            if system.gateway.poll() is not None:
+                log(f"the gateway exited; see {system.runtime}/gateway/error.log; stopping the rest")
+                stopping.set()
+            stopping.wait(0.5)
+    finally:
+        log("stopping")
+        system.stop()
+
+
+if __name__ == "__main__":
+    main()
