@@ -98,7 +98,8 @@ def test_RDR_010_AC_001_offer_reaches_the_online_rider_live(cast, sockets):
 
 def test_RDR_010_AC_002_offer_push_for_a_rider_whose_app_is_in_the_background(cast):
     """A rider online without the app open (no socket) gets a high-priority `offer` push "New delivery offer! Earn
-    an estimated ₹XX." on their device, and the app opened from it finds the offer pending and confirms it."""
+    an estimated ₹XX." with the distinct sound on their device, and the app opened from it (deep link) finds the
+    offer pending and confirms it."""
     device = cast.rider.register_device("android")
     gateway_kit.go_online(cast.rider, cast.spot, *NEAR)
     order = preparing_order(cast)
@@ -116,6 +117,10 @@ def test_RDR_010_AC_002_offer_push_for_a_rider_whose_app_is_in_the_background(ca
     assert push["title"] == "New delivery offer"
     assert push["body"] == f"New delivery offer! Earn an estimated ₹{offer['earnings']['amount']:.0f}."
     assert [(d["token"], d["status"]) for d in push["deliveries"]] == [(device["token"], "sent")]
+    # The distinct sound, a lifetime no longer than the offer's, and the deep link that opens the offer screen.
+    assert push["sound"] == "offer_alert"
+    assert push["ttlSeconds"] == OFFER_TIMEOUT_SECONDS
+    assert push["data"]["link"] == f"app://offers/{offer['offerId']}"
 
 
 def test_RDR_010_AC_003_offer_shows_what_the_rider_needs_to_decide(cast, sockets):

@@ -97,7 +97,7 @@ package struct NotificationStore: Sendable {
             let (deliveryId, token, platform, attempts, notificationId, userId, kind, title, body, data, priority, collapseKey, ttl, sound, correlationId) = row
             let message = PushMessage(
                 notificationId: notificationId, kind: kind, title: title, body: body,
-                data: (try? JSONDecoder().decode([String: String].self, from: Data(data.utf8))) ?? [:], priority: PushPriority(rawValue: priority) ?? .normal,
+                data: pushData(fromJSON: data), priority: PushPriority(rawValue: priority) ?? .normal,
                 collapseKey: collapseKey, ttlSeconds: ttl, sound: sound
             )
             return Attempt(
@@ -286,4 +286,9 @@ package final class PushDispatcher: Service {
             logger.warning("could not attempt a push", metadata: ["delivery.id": "\(id)", "error": "\(error)"])
         }
     }
+}
+
+/// A notification's `data` column (jsonb, read as text) as the string map it was written from.
+func pushData(fromJSON text: String) -> [String: String] {
+    (try? JSONDecoder().decode([String: String].self, from: Data(text.utf8))) ?? [:]
 }

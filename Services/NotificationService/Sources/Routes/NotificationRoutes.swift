@@ -35,6 +35,10 @@ struct NotificationRoutes: Sendable {
         var title: String
         var body: String
         var priority: String
+        var sound: String?
+        var ttlSeconds: Int?
+        /// What the app gets with the push (deep link, ids).
+        var data: [String: String]
         var status: String
         var createdAt: Date
         var deliveries: [DeliveryView]
@@ -96,14 +100,19 @@ struct NotificationRoutes: Sendable {
     func log(userId: String, limit: Int, on connection: PostgresConnection) async throws -> NotificationLog {
         let rows = try await connection.query(
             """
-            SELECT notification_id, kind, title, body, priority, status, created_at FROM notifications
+            SELECT notification_id, kind, title, body, priority, sound, ttl_seconds, data::text, status, created_at FROM notifications
             WHERE user_id = \(userId) ORDER BY created_at DESC LIMIT \(limit)
             """, logger: database.logger
         )
         var notifications: [NotificationView] = []
-        for try await (id, kind, title, body, priority, status, createdAt) in rows.decode((String, String, String, String, String, String, Date).self) {
+        for try await (id, kind, title, body, priority, sound, ttlSeconds, dataText, status, createdAt)
+            in rows.decode((String, String, String, String, String, String?, Int?, String, String, Date).self)
+        {
             notifications.append(
-                NotificationView(notificationId: id, kind: kind, title: title, body: body, priority: priority, status: status, createdAt: createdAt, deliveries: [])
+                NotificationView(
+                    notificationId: id, kind: kind, title: title, body: body, priority: priority, sound: sound, ttlSeconds: ttlSeconds,
+                    data: pushData(fromJSON: dataText), status: status, createdAt: createdAt, deliveries: []
+                )
             )
         }
         for index in notifications.indices {
