@@ -1,5 +1,8 @@
 """The gateway itself: TLS only, routing, WebSockets, its own errors in the services' JSON shape."""
+import pytest
 import requests
+
+import gateway_kit
 
 
 def test_plain_http_redirects_to_https(running_system):
@@ -35,3 +38,16 @@ def test_oversized_body_is_refused_by_the_gateway(cast):
     status, code = cast.customer.refusal("POST", "/v1/orders", data=b"x" * (2 << 20),
                                          headers={"Content-Type": "application/json"})
     assert (status, code) == (413, "PAYLOAD_TOO_LARGE")
+
+
+@pytest.mark.parametrize("kind, role", [("orders", "customer"), ("chat", "customer"), ("rider", "rider"),
+                                        ("tracking", "customer")])
+def test_each_socket_path_upgrades_to_websocket_over_tls(cast, kind, role):
+    """python-socketio starts on long-polling and upgrades; through the gateway the upgrade must succeed (a client
+    left on polling works, but pays an HTTP round trip per message)."""
+    party = cast.rider if role == "rider" else cast.customer
+    client = party.socket(kind, [])
+    try:
+        assert gateway_kit.until(lambda: client.client.transport() == "websocket", "the WebSocket upgrade", 10)
+    finally:
+        client.close()

@@ -130,9 +130,9 @@ class Spot:
     """A place of its own for one scenario: a vendor, a delivery address 2 km away, and where riders wait. Spots are
     100 km apart, so one scenario's riders are never the nearest to another's vendor."""
 
-    def __init__(self, index=None, area="Koramangala"):
+    def __init__(self, index=None, area="Koramangala", at=None):
         index = next(_spots) if index is None else index
-        self.lat, self.lng = 8.0 + (index % 40) * 0.9, 70.0 + (index // 40) * 0.9
+        self.lat, self.lng = at or (8.0 + (index % 40) * 0.9, 70.0 + (index // 40) * 0.9)
         self.area = area
 
     def address(self, line1, north_km=0.0, east_km=0.0, area=None):
@@ -186,9 +186,13 @@ def new_cast(gateway, spot=None):
     return cast
 
 
+# Koramangala, Bengaluru: where the demo's vendor, customer and riders are.
+DEMO_SPOT = Spot(index=0, at=(12.9352, 77.6245))
+
+
 def seed_demo(gateway):
     """The demo's data: one vendor (and the parties whose tokens `make run` prints). Safe to run again."""
-    cast = Cast(gateway, "demo", Spot(index=5, area="Koramangala"))
+    cast = Cast(gateway, "demo", DEMO_SPOT)
     cast.ensure_vendor()
     return cast
 
@@ -422,6 +426,8 @@ class DeliveryJourney:
                 devices = ", ".join(f"{d['platform']} {d['status']}" for d in push["deliveries"])
                 say(party, f"push ({push['kind']}): \"{push['title']}\" / \"{push['body']}\" -> {devices}")
         self.seen["order"] = customer.call("GET", f"/v1/orders/{order_id}")
+        rider.call("PUT", "/v1/riders/me/availability", json={"status": "offline"})
+        say(rider, "went offline")
         return self.seen
 
     def _track(self, customer, courier, job_id, start, end):

@@ -2,10 +2,13 @@
 publisher that writes orders.events the way the order service does, and a reader of the services' topics."""
 import datetime
 import json
+import select
+import threading
 import time
 import uuid
 
 import socketio
+import websocket
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 
@@ -111,6 +114,28 @@ class ServiceRequests(OrderEventPublisher):
         })
 
 
+class SerializedWebSocket(websocket.WebSocket):
+    """websocket-client's socket for python-engineio, which reads in one thread and writes in another: over TLS the
+    two race on the one SSL object and drop the connection (python-engineio issue 461). Here reads and writes take
+    turns under one lock, and a read waits for data before taking it, so a write never waits on a quiet socket."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.turn = threading.RLock()  # re-entrant: recv answers a ping with a send
+
+    def recv(self):
+        while self.sock is not None:
+            pending = getattr(self.sock, "pending", lambda: 0)()
+            if pending or select.select([self.sock], [], [], 0.5)[0]:
+                with self.turn:
+                    return super().recv()
+        return super().recv()
+
+    def send(self, payload, opcode=websocket.ABNF.OPCODE_TEXT):
+        with self.turn:
+            return super().send(payload, opcode)
+
+
 class SocketClient:
     """A python-socketio client on one namespace that records the server events it is told to listen for."""
 
@@ -119,7 +144,8 @@ class SocketClient:
         self.namespace = namespace
         self.events = []
         self.client = socketio.Client(reconnection=reconnection, reconnection_delay=0.5, reconnection_delay_max=2,
-                                      http_session=http_session)
+                                      http_session=http_session,
+                                      websocket_extra_options={"class_": SerializedWebSocket})
         for name in events:
             self.client.on(name, (lambda event: lambda data: self._record(event, data, on_event))(name), namespace=namespace)
         self.client.connect(url, namespaces=[namespace], auth={"token": token}, socketio_path=path, wait_timeout=10)

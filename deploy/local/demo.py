@@ -31,7 +31,7 @@ def main():
         sys.exit(f"The system does not answer at {gateway_url} ({error.__class__.__name__}). "
                  f"Start it with `make run` in another terminal first.")
     gateway = gateway_kit.Gateway(gateway_url, certificate, system.bin_dir())
-    cast = gateway_kit.new_cast(gateway, gateway_kit.Spot(index=5))
+    cast = gateway_kit.new_cast(gateway, gateway_kit.DEMO_SPOT)
     print(f"\n== A delivery (the parties are new users, so the demo can run again: {cast.customer.id}, ...)\n")
     gateway_kit.DeliveryJourney(cast, narrate=narrate, position_interval=0.5).play()
     print("\n== A technician's visit with travel mode\n")
