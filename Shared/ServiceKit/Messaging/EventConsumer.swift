@@ -190,7 +190,6 @@ package final class EventConsumer: Service, Sendable {
             guard let state = error.sqlState else { return true }  // no server answer: connection-level
             return ["08", "53", "57", "40"].contains(String(state.prefix(2)))
         }
-        if error is PostgresTransactionError { return true }
         if let error = error as? KafkaError { return error.isRetriable }
         return false
     }

@@ -66,19 +66,32 @@ package final class OutboxRelay: Service, Sendable {
                     try await publishUntilCancelled(notifications: notifications)
                 }
             } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
+                await releaseLock(on: connection, after: error)
                 throw error
             }
-            _ = try? await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
+            await releaseLock(on: connection, after: nil)
         }
+    }
+
+    /// Gives the relay lock up so a standby instance can take over. Not when the connection was lost: its session
+    /// ended and took the lock with it.
+    private func releaseLock(on connection: PostgresConnection, after error: (any Error)?) async {
+        guard !(error is NotificationsLost) else { return }
+        await connection.cleanUp("SELECT pg_advisory_unlock_all()", logger: logger)
     }
 
     private func publishUntilCancelled(notifications: PostgresNotificationSequence) async throws {
         let (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                for try await _ in notifications { wake.yield() }
-                throw CancellationError()
+                do {
+                    for try await _ in notifications { wake.yield() }
+                } catch {
+                    if error is CancellationError || Task.isCancelled { throw error }
+                    throw NotificationsLost(reason: String(reflecting: error))
+                }
+                if Task.isCancelled { throw CancellationError() }
+                throw NotificationsLost(reason: "the notification sequence ended")
             }
             group.addTask { [settings] in
                 while true {
@@ -195,6 +208,12 @@ package final class OutboxRelay: Service, Sendable {
         let keyCutoff = Date().addingTimeInterval(-86_400)
         try await database.client.query("DELETE FROM idempotency_keys WHERE created_at < \(keyCutoff)", logger: logger)
     }
+}
+
+/// The relay's LISTEN connection failed (Postgres restarted or the network dropped it); the relay starts over.
+struct NotificationsLost: Error, CustomStringConvertible {
+    var reason: String
+    var description: String { "the outbox notification connection was lost: \(reason)" }
 }
 
 /// Some outbox rows could not be published this round; they stay pending.

@@ -46,16 +46,9 @@ package struct Database: Sendable {
         while true {
             attempt += 1
             do {
-                return try await client.withTransaction(logger: logger) { connection in
-                    try await body(connection)
-                }
-            } catch let error as PostgresTransactionError {
-                let underlying = error.closureError ?? error.commitError ?? error.beginError ?? error
-                if attempt < 3, let failure = underlying as? PSQLError, failure.isRetriable {
-                    logger.debug("retrying a transaction", metadata: ["db.sqlstate": "\(failure.sqlState ?? "")"])
-                    continue
-                }
-                throw underlying
+                return try await client.transaction(logger: logger, body)
+            } catch let failure as PSQLError where attempt < 3 && failure.isRetriable {
+                logger.debug("retrying a transaction", metadata: ["db.sqlstate": "\(failure.sqlState ?? "")"])
             }
         }
     }
@@ -87,6 +80,44 @@ package struct Database: Sendable {
         -> Result
     {
         try await client.withConnection { connection in try await body(connection) }
+    }
+}
+
+extension PostgresClient {
+    /// Runs `body` in a transaction on a leased connection: committed if it returns, rolled back if it throws; the
+    /// error is rethrown as is. Unlike `withTransaction`, it never waits forever for a ROLLBACK on a connection that
+    /// closed under `body` (Postgres rolls such a transaction back itself).
+    package func transaction<Result: Sendable>(
+        logger: Logger, _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await withConnection { connection in
+            try await connection.query("BEGIN", logger: logger)
+            let result: Result
+            do {
+                result = try await body(connection)
+            } catch {
+                await connection.cleanUp("ROLLBACK", logger: logger)
+                throw error
+            }
+            try await connection.query("COMMIT", logger: logger)
+            return result
+        }
+    }
+}
+
+extension PostgresConnection {
+    /// Runs a clean-up statement (ROLLBACK, an unlock), giving up when the connection closes: postgres-nio 1.33
+    /// never answers a query written to a connection that has just closed, so the caller would wait forever. Such a
+    /// stuck query is left behind in a task of its own; the session it belonged to is gone, and its locks with it.
+    package func cleanUp(_ statement: PostgresQuery, logger: Logger) async {
+        guard !isClosed else { return }
+        let done = eventLoop.makePromise(of: Void.self)
+        closeFuture.whenComplete { _ in done.succeed() }
+        Task {
+            _ = try? await self.query(statement, logger: logger)
+            done.succeed()
+        }
+        try? await done.futureResult.get()
     }
 }
 

@@ -89,7 +89,7 @@ package enum Migrator {
             MigrationError(component: component, version: migration.version, message: message)
         }
         do {
-            try await client.withTransaction(logger: logger) { connection in
+            try await client.transaction(logger: logger) { connection in
                 let lockName = "delivery-platform.migrations"
                 try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockName)))", logger: logger)
                 try await connection.query(
@@ -143,9 +143,10 @@ package enum Migrator {
                     ]
                 )
             }
-        } catch let failure as PostgresTransactionError {
-            if let inner = failure.closureError as? MigrationError { throw inner }
-            throw error("\(failure.closureError ?? failure.beginError ?? failure.commitError ?? failure)")
+        } catch let failure as MigrationError {
+            throw failure
+        } catch let failure {
+            throw error("\(failure)")
         }
     }
 }
