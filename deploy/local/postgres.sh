@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A throwaway Postgres cluster on 127.0.0.1 for local runs and tests.
-#   postgres.sh start DIR PORT   fresh cluster in DIR (deleted first), database "delivery", trust auth
+#   postgres.sh start DIR PORT    fresh cluster in DIR (deleted first), database "delivery", trust auth
 #   postgres.sh stop DIR
+#   postgres.sh crash DIR         an abrupt end after a checkpoint (connections cut, committed data kept)
+#   postgres.sh resume DIR PORT   starts the cluster in DIR again, its data kept
 # Postgres refuses to run as root, so as root the cluster runs as the postgres user.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -14,27 +16,47 @@ as_owner() {
 }
 
 cmd=${1:-}; dir=${2:-}
-[ -n "$dir" ] || die "usage: postgres.sh start|stop DIR [PORT]"
-case "$cmd" in
-start)
-    port=${3:?usage: postgres.sh start DIR PORT}
+[ -n "$dir" ] || die "usage: postgres.sh start|resume|stop|crash DIR [PORT]"
+launch() {
+    local port=$1
     if port_in_use "$port"; then
         die "port $port is already in use; stop what listens there (a previous run?) or pick another port"
     fi
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 30 \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=256MB" \
+        start >/dev/null || { cat "$dir/postgres.log" >&2; die "Postgres did not start"; }
+}
+
+shut_down() {
+    if [ -f "$dir/data/postmaster.pid" ]; then
+        as_owner "$bin/pg_ctl" -D "$dir/data" -m "$1" -w -t 30 stop >/dev/null 2>&1 || true
+    fi
+}
+
+case "$cmd" in
+start)
+    port=${3:?usage: postgres.sh start DIR PORT}
     rm -rf "$dir"
     mkdir -p "$dir"
     [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir"
     as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
-    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 30 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=256MB" \
-        start >/dev/null || { cat "$dir/postgres.log" >&2; die "Postgres did not start"; }
+    launch "$port"
     as_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres delivery
     ;;
-stop)
-    if [ -f "$dir/data/postmaster.pid" ]; then
-        as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
-    fi
+resume)
+    [ -d "$dir/data" ] || die "no cluster in $dir; use start"
+    launch "${3:?usage: postgres.sh resume DIR PORT}"
     ;;
-*) die "usage: postgres.sh start|stop DIR [PORT]" ;;
+stop) shut_down fast ;;
+crash)
+    # The cluster runs with synchronous_commit=off for speed, so its last commits may still sit in memory; a
+    # checkpoint first writes them out, as a durable configuration would have at commit. Then the abrupt end.
+    if [ -f "$dir/data/postmaster.pid" ]; then
+        as_owner "$bin/psql" -h "$dir" -p "$(sed -n 4p "$dir/data/postmaster.pid")" -U postgres -d delivery -qAt \
+            -c CHECKPOINT >/dev/null
+    fi
+    shut_down immediate
+    ;;
+*) die "usage: postgres.sh start|resume|stop|crash DIR [PORT]" ;;
 esac

@@ -159,11 +159,7 @@ class System:
 
     def stop(self):
         """Everything down: the services drain in parallel (SIGTERM, SIGKILL after 10 s), then the rest."""
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
-        for name in list(self.processes):
-            self.stop_service(name)
+        self.stop_services(list(self.processes))
         if self.gateway and self.gateway.poll() is None:
             self.gateway.send_signal(signal.SIGQUIT)
             try:
@@ -172,6 +168,15 @@ class System:
                 self.gateway.kill()
         subprocess.run([SCRIPTS / "broker.sh", "stop", self.runtime / "broker"], check=False)
         subprocess.run([SCRIPTS / "postgres.sh", "stop", self.runtime / "postgres"], check=False)
+
+    def crash_postgres(self):
+        """Postgres ends abruptly (immediate shutdown): every connection is cut, the data stays."""
+        subprocess.run([SCRIPTS / "postgres.sh", "crash", self.runtime / "postgres"], check=True)
+
+    def resume_postgres(self):
+        """Postgres starts again on its data, after crash recovery."""
+        subprocess.run([SCRIPTS / "postgres.sh", "resume", self.runtime / "postgres", str(self.profile.postgres_port)],
+                       check=True)
 
     # Services
 
@@ -231,7 +236,7 @@ class System:
         raise SystemExit(f"{name} did not become ready in {seconds} s; see {self.runtime}/logs/{name}.log")
 
     def stop_service(self, name, seconds=10):
-        """A graceful stop: SIGTERM, then SIGKILL after `seconds`."""
+        """A graceful stop: SIGTERM, then SIGKILL after `seconds`. Returns the exit status (-9 if it was killed)."""
         process = self.processes.pop(name)
         if process.poll() is None:
             process.terminate()
@@ -240,6 +245,17 @@ class System:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        return process.returncode
+
+    def stop_services(self, names, seconds=10):
+        """Graceful stops in parallel. Returns {name: (exit status, seconds it took)}; -9 means it was killed."""
+        started = time.monotonic()
+        for name in names:
+            if self.processes[name].poll() is None:
+                self.processes[name].terminate()
+        return {name: (self.stop_service(name, max(0.1, seconds - (time.monotonic() - started))),
+                       round(time.monotonic() - started, 2))
+                for name in names}
 
     def kill_service(self, name):
         """An abrupt end (SIGKILL): no shutdown hooks, nothing flushed."""
