@@ -248,7 +248,8 @@ class System:
         return process.returncode
 
     def stop_services(self, names, seconds=10):
-        """Graceful stops in parallel. Returns {name: (exit status, seconds it took)}; -9 means it was killed."""
+        """Graceful stops in parallel. Returns {name: (exit status, seconds until it was seen stopped)}, the services
+        checked in the given order (so a later one's time is at least an earlier one's); -9 means it was killed."""
         started = time.monotonic()
         for name in names:
             if self.processes[name].poll() is None:
