@@ -81,3 +81,21 @@ struct JSONAndPacketTests {
         #expect(throws: EngineProtocolError.self) { try SocketIOPacket.decode(text) }
     }
 }
+
+@Suite("Engine.IO query strings")
+struct EngineQueryTests {
+    @Test("Empty keys, empty values and bare separators parse without crashing", arguments: ["=", "&=&", "==", "=x", "x=", "&&", "%", "a=%zz"])
+    func hostileQueries(text: String) {
+        _ = EngineServer.query(of: text)
+    }
+
+    @Test("Parameters decode percent escapes and plus signs")
+    func decodes() {
+        let query = EngineServer.query(of: "EIO=4&transport=polling&=&t=a%20b+c&empty=")
+        #expect(query["EIO"] == "4")
+        #expect(query["transport"] == "polling")
+        #expect(query["t"] == "a b c")
+        #expect(query["empty"] == "")
+        #expect(query[""] == "")
+    }
+}

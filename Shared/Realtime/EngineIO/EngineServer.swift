@@ -376,10 +376,11 @@ package final class EngineServer: Service, Sendable {
 
     // MARK: Helpers
 
-    static func query(of text: String?) -> [String: String] {
+    /// The decoded query parameters of a request target's query; `=`, `a=` and `=b` are kept, never a crash.
+    package static func query(of text: String?) -> [String: String] {
         var values: [String: String] = [:]
         for pair in (text ?? "").split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let key = String(parts[0]).removingPercentEncoding ?? String(parts[0])
             let value =
                 parts.count > 1
