@@ -37,8 +37,43 @@ package enum ContractCoding {
         try makeEncoder().encode(value)
     }
 
+    /// Decodes `data`; a string holding the NUL character is refused with ``NULCharacterError`` before decoding
+    /// (Postgres stores no NUL in text, so such a value could only fail later, half-way through a write).
     package static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
-        try makeDecoder().decode(type, from: data)
+        try NULCharacterError.check(data)
+        return try makeDecoder().decode(type, from: data)
+    }
+}
+
+/// A JSON text holds the NUL character (U+0000) in a string, raw or as the escape `\u0000`.
+package struct NULCharacterError: Error, CustomStringConvertible {
+    package var description: String { "strings must not contain the NUL character (U+0000)" }
+
+    /// Throws if `json` holds a NUL byte or a `\u0000` escape. Escape pairs are consumed left to right, so the
+    /// text `\\u0000` (an escaped backslash, then `u0000`) is not mistaken for one.
+    package static func check(_ json: Data) throws(NULCharacterError) {
+        let found = json.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Bool in
+            var index = 0
+            let count = bytes.count
+            while index < count {
+                switch bytes[index] {
+                case 0:
+                    return true
+                case UInt8(ascii: "\\"):
+                    if index + 5 < count, bytes[index + 1] == UInt8(ascii: "u"), bytes[index + 2] == UInt8(ascii: "0"),
+                        bytes[index + 3] == UInt8(ascii: "0"), bytes[index + 4] == UInt8(ascii: "0"),
+                        bytes[index + 5] == UInt8(ascii: "0")
+                    {
+                        return true
+                    }
+                    index += 2
+                default:
+                    index += 1
+                }
+            }
+            return false
+        }
+        if found { throw NULCharacterError() }
     }
 }
 

@@ -71,6 +71,9 @@ struct ChatServiceTests {
         #expect(result["exactly_500"]?["status"] == .string("sent"))
         #expect(Self.code(result["too_long"]) == "MESSAGE_TOO_LONG")
         #expect(Self.code(result["empty"]) == "EMPTY_MESSAGE")
+        #expect(Self.code(result["one_huge_character"]) == "MESSAGE_TOO_LONG")
+        #expect(Self.code(result["nul_character"]) == "INVALID_CHARACTER")
+        #expect(Self.code(result["long_client_id"]) == "VALIDATION_FAILED")
         // AC-006: the app's resend returns the first ack and stores nothing new.
         #expect(result["resend_ack"]?["id"] == result["hello_ack"]?["id"])
         guard case .array(let riderMessages) = result["rider_messages"] else { throw ScenarioFailed("no rider messages") }

@@ -91,12 +91,14 @@ package final class SocketIONamespace: Sendable {
                 let decoded: Payload
                 do {
                     decoded = try first.decode(as: Payload.self)
-                } catch let error as DecodingError {
-                    throw APIError(decodingError: error)
+                } catch {
+                    throw APIError(decodingFailure: error)
                 }
                 reply = try JSONValue(encoding: try await handler(socket, decoded))
             } catch let error as APIError {
                 reply = SocketIOError.body(code: error.code, message: error.message)
+            } catch let error as EventTooLarge {
+                reply = SocketIOError.body(code: .eventTooLarge, message: error.description)
             } catch {
                 logger.error(
                     "\(event) handler failed",

@@ -18,7 +18,7 @@ package struct IdempotentRequest: Sendable {
     package let key: String?
     package let fingerprint: String
 
-    /// Longest key accepted.
+    /// Longest key accepted, in bytes.
     package static let maximumKeyLength = 255
 
     /// Reads the key from `request` (absent: the request is not idempotent) and fingerprints the request.
@@ -27,8 +27,8 @@ package struct IdempotentRequest: Sendable {
         self.userId = userId
         if let key = request.headers[HTTPField.Name("Idempotency-Key")!] {
             let trimmed = key.trimmingCharacters(in: .whitespaces)
-            guard !trimmed.isEmpty, trimmed.count <= Self.maximumKeyLength else {
-                throw APIError.badRequest("Idempotency-Key must be 1 to \(Self.maximumKeyLength) characters")
+            guard !trimmed.isEmpty, trimmed.utf8.count <= Self.maximumKeyLength else {
+                throw APIError.badRequest("Idempotency-Key must be 1 to \(Self.maximumKeyLength) bytes")
             }
             self.key = trimmed
         } else {

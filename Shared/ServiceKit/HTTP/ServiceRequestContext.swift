@@ -55,21 +55,28 @@ package struct ContractRequestDecoder: RequestDecoder {
         return try Self.decode(type, from: Data(buffer: buffer))
     }
 
-    /// Decodes `data`, turning `DecodingError` into a 400 ``APIError``.
+    /// Decodes `data`, turning a decoding failure into a 400 ``APIError``.
     package static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(APIError) -> T {
         do {
-            return try ContractCoding.makeDecoder().decode(type, from: data)
-        } catch let error as DecodingError {
-            throw APIError(decodingError: error)
-        } catch let error as APIError {
-            throw error
+            return try ContractCoding.decode(type, from: data)
         } catch {
-            throw APIError.badRequest("the request body could not be read: \(error)", code: .invalidJSON)
+            throw APIError(decodingFailure: error)
         }
     }
 }
 
 extension APIError {
+    /// The 400 for anything decoding a request body or a socket payload threw: see ``init(decodingError:)``;
+    /// a NUL character is `INVALID_CHARACTER`.
+    package init(decodingFailure error: any Error) {
+        switch error {
+        case let error as DecodingError: self.init(decodingError: error)
+        case let error as APIError: self = error
+        case let error as NULCharacterError: self = .badRequest(error.description, code: .invalidCharacter)
+        default: self = .badRequest("the request body could not be read: \(error)", code: .invalidJSON)
+        }
+    }
+
     /// A 400 for a body that is not JSON (`INVALID_JSON`) or does not match the expected shape
     /// (`VALIDATION_FAILED`).
     package init(decodingError: DecodingError) {

@@ -3,35 +3,65 @@ import Foundation
 
 /// Checks of request fields beyond their JSON types; each failure is 400 `VALIDATION_FAILED` naming the field.
 package enum Validate {
-    /// A non-empty text of at most `maximum` characters, trimmed.
+    /// Whether `value` has at most `maximum` characters and at most 4 x `maximum` UTF-8 bytes. Both count: one
+    /// character may carry any number of combining scalars, so a limit in characters alone bounds no memory.
+    package static func fits(_ value: String, maximumCharacters maximum: Int) -> Bool {
+        value.utf8.count <= maximum * 4 && value.count <= maximum
+    }
+
+    /// The wording of the ``fits(_:maximumCharacters:)`` limit, for error messages.
+    package static func limitDescription(maximumCharacters maximum: Int) -> String {
+        "\(maximum) characters (\(maximum * 4) bytes of UTF-8)"
+    }
+
+    /// A non-empty text of at most `maximum` characters (and 4 x `maximum` bytes), trimmed.
     package static func text(_ value: String, _ field: String, maximum: Int = 200) throws(APIError) -> String {
         let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !trimmed.isEmpty else { throw APIError.validation("'\(field)' must not be empty") }
-        guard trimmed.count <= maximum else { throw APIError.validation("'\(field)' must be at most \(maximum) characters") }
+        guard fits(trimmed, maximumCharacters: maximum) else {
+            throw APIError.validation("'\(field)' must be at most \(limitDescription(maximumCharacters: maximum))")
+        }
         return trimmed
+    }
+
+    /// An amount of money from 0 to `maximum` with at most two decimals (paise, cents): a third decimal is
+    /// refused rather than silently rounded.
+    package static func amount(_ value: Decimal, _ field: String, maximum: Decimal) throws(APIError) {
+        guard value >= 0, value <= maximum else { throw APIError.validation("'\(field)' must be from 0 to \(maximum)") }
+        var hundredths = value * 100
+        var whole = Decimal()
+        NSDecimalRound(&whole, &hundredths, 0, .plain)
+        guard whole == hundredths else { throw APIError.validation("'\(field)' must have at most two decimals") }
     }
 
     /// A latitude and longitude in range.
     package static func coordinates(lat: Double, lng: Double, _ field: String) throws(APIError) {
-        guard lat.isFinite, (-90...90).contains(lat) else { throw APIError.validation("'\(field).lat' must be from -90 to 90") }
-        guard lng.isFinite, (-180...180).contains(lng) else { throw APIError.validation("'\(field).lng' must be from -180 to 180") }
+        guard lat.isFinite, (-90...90).contains(lat) else {
+            throw APIError.validation("'\(field).lat' must be from -90 to 90")
+        }
+        guard lng.isFinite, (-180...180).contains(lng) else {
+            throw APIError.validation("'\(field).lng' must be from -180 to 180")
+        }
     }
 
     /// An address with a street, a neighbourhood and valid coordinates.
     package static func address(_ address: Address, _ field: String) throws(APIError) -> Address {
         try coordinates(lat: address.lat, lng: address.lng, field)
         return Address(
-            line1: try text(address.line1, "\(field).line1"), area: try text(address.area, "\(field).area", maximum: 100),
+            line1: try text(address.line1, "\(field).line1"),
+            area: try text(address.area, "\(field).area", maximum: 100),
             lat: address.lat, lng: address.lng
         )
     }
 
-    /// An identifier: 1 to 128 letters, digits, `-`, `_`, `.`, `:` or `@`.
+    /// An identifier: 1 to 128 bytes of letters, digits, `-`, `_`, `.`, `:` or `@`.
     package static func identifier(_ value: String, _ field: String) throws(APIError) -> String {
-        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-_.:@"))
-        guard !value.isEmpty, value.count <= 128, value.unicodeScalars.allSatisfy(allowed.contains) else {
-            throw APIError.validation("'\(field)' must be 1 to 128 letters, digits, '-', '_', '.', ':' or '@'")
+        guard !value.isEmpty, value.utf8.count <= 128, value.unicodeScalars.allSatisfy(identifierScalars.contains)
+        else {
+            throw APIError.validation("'\(field)' must be 1 to 128 bytes of letters, digits, '-', '_', '.', ':' or '@'")
         }
         return value
     }
+
+    private static let identifierScalars = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-_.:@"))
 }

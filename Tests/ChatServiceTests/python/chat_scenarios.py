@@ -75,6 +75,11 @@ def conversation(config):
     result["exactly_500"] = customer.call("message", {"orderId": order, "clientMessageId": "c-3", "text": "x" * 500})
     result["too_long"] = customer.call("message", {"orderId": order, "clientMessageId": "c-4", "text": "y" * 501})
     result["empty"] = customer.call("message", {"orderId": order, "clientMessageId": "c-5", "text": "   "})
+    # One character (a letter and 20,000 combining accents): over the limit in bytes.
+    result["one_huge_character"] = customer.call(
+        "message", {"orderId": order, "clientMessageId": "c-6", "text": "a" + "\u0301" * 20000})
+    result["nul_character"] = customer.call("message", {"orderId": order, "clientMessageId": "c-7", "text": "a\u0000b"})
+    result["long_client_id"] = customer.call("message", {"orderId": order, "clientMessageId": "é" * 40, "text": "hi"})
     result["resend_ack"] = customer.call("message", {"orderId": order, "clientMessageId": "c-1", "text": "Hello Ravi"})
     result["stranger_send"] = stranger.call("message", {"orderId": order, "clientMessageId": "s-1", "text": "hi"})
     time.sleep(0.5)

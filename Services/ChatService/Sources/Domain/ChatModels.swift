@@ -86,11 +86,11 @@ package struct QuickReplies: Codable, Sendable {
 
 /// Chat's limits.
 package enum ChatLimits {
-    /// The longest message, in characters, after trimming.
+    /// The longest message, in characters after trimming (and four times as many bytes of UTF-8).
     package static let maximumMessageLength = 500
     /// Messages returned when joining.
     package static let joinHistory = 20
-    /// The longest client message id.
+    /// The longest client message id, in bytes.
     package static let maximumClientMessageIdLength = 64
     /// The text of the closing system message.
     package static let closedText = "This chat is now closed"

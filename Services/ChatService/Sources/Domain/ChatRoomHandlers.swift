@@ -91,8 +91,8 @@ package struct ChatHandlers: Sendable {
             throw APIError.forbidden("join the chat on this connection before sending")
         }
         let clientMessageId = request.clientMessageId.trimmingCharacters(in: .whitespaces)
-        guard !clientMessageId.isEmpty, clientMessageId.count <= ChatLimits.maximumClientMessageIdLength else {
-            throw APIError.validation("'clientMessageId' must be 1 to \(ChatLimits.maximumClientMessageIdLength) characters")
+        guard !clientMessageId.isEmpty, clientMessageId.utf8.count <= ChatLimits.maximumClientMessageIdLength else {
+            throw APIError.validation("'clientMessageId' must be 1 to \(ChatLimits.maximumClientMessageIdLength) bytes")
         }
         let text: String
         if let quickReplyId = request.quickReplyId {
@@ -103,9 +103,9 @@ package struct ChatHandlers: Sendable {
         } else {
             text = (request.text ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
             guard !text.isEmpty else { throw APIError.badRequest("the message is empty", code: .emptyMessage) }
-            guard text.count <= ChatLimits.maximumMessageLength else {
+            guard Validate.fits(text, maximumCharacters: ChatLimits.maximumMessageLength) else {
                 throw APIError.badRequest(
-                    "messages are at most \(ChatLimits.maximumMessageLength) characters (this one is \(text.count))",
+                    "messages are at most \(Validate.limitDescription(maximumCharacters: ChatLimits.maximumMessageLength))",
                     code: .messageTooLong
                 )
             }
