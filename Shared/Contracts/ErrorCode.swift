@@ -13,6 +13,8 @@ package struct ErrorCode: RawRepresentable, Hashable, Codable, Sendable, CustomS
     package static let badRequest: ErrorCode = "BAD_REQUEST"
     package static let invalidJSON: ErrorCode = "INVALID_JSON"
     package static let validationFailed: ErrorCode = "VALIDATION_FAILED"
+    /// A string holds a character no field accepts (the NUL character).
+    package static let invalidCharacter: ErrorCode = "INVALID_CHARACTER"
     package static let unauthorized: ErrorCode = "UNAUTHORIZED"
     package static let invalidToken: ErrorCode = "INVALID_TOKEN"
     package static let tokenExpired: ErrorCode = "TOKEN_EXPIRED"
@@ -21,10 +23,14 @@ package struct ErrorCode: RawRepresentable, Hashable, Codable, Sendable, CustomS
     package static let alreadyExists: ErrorCode = "ALREADY_EXISTS"
     package static let methodNotAllowed: ErrorCode = "METHOD_NOT_ALLOWED"
     package static let payloadTooLarge: ErrorCode = "PAYLOAD_TOO_LARGE"
+    /// The request would create an event larger than the broker takes.
+    package static let eventTooLarge: ErrorCode = "EVENT_TOO_LARGE"
     package static let unsupportedMediaType: ErrorCode = "UNSUPPORTED_MEDIA_TYPE"
     package static let rateLimited: ErrorCode = "RATE_LIMITED"
     package static let idempotencyKeyReused: ErrorCode = "IDEMPOTENCY_KEY_REUSED"
     package static let notReady: ErrorCode = "NOT_READY"
+    /// `/ready`: the instance serves, but something needs an operator (e.g. an outbox dead letter).
+    package static let degraded: ErrorCode = "DEGRADED"
     package static let internalError: ErrorCode = "INTERNAL_ERROR"
 
     // Orders and pickup (RDR-016, RDR-020)

@@ -135,8 +135,8 @@ struct OutboxInboxTests {
                 let response = try await client.get("/ready")
                 guard response.status == 503 else { return false }
                 let body = try JSONDecoder().decode(HealthRoutes.ReadyBody.self, from: response.body)
-                return body.checks == ["kafka": "down", "postgres": "up"] && body.error?.code == .notReady
-                    && body.error?.message.contains("kafka") == true
+                return body.checks == ["kafka": "down", "outbox": "up", "postgres": "up"]
+                    && body.error?.code == .notReady && body.error?.message == "down: kafka"
             }
             #expect(try await client.get("/health").status == 200)
 
@@ -174,6 +174,112 @@ struct OutboxInboxTests {
                 $0.payload(as: OrderAccepted.self)?.customerId
             }
             #expect(sequence == (0..<4).map { "seq-\($0)" }, "order of \(aggregate)")
+        }
+    }
+
+    @Test("an event too large to publish is refused before it is written, with 413 EVENT_TOO_LARGE at the edge")
+    func oversizedEventRefused() async throws {
+        try await withTestDatabase { database in
+            let outbox = Outbox(schema: database.schema)
+            let huge = EventEnvelope(
+                aggregateId: "order-huge",
+                payload: OrderAccepted(
+                    orderId: "order-huge", customerId: String(repeating: "x", count: Outbox.maximumEventBytes),
+                    vendorId: "v")
+            )
+            await #expect(throws: EventTooLarge.self) {
+                try await database.transaction { connection in
+                    try await outbox.enqueue(huge, on: connection, logger: logger)
+                }
+            }
+            let written = try await database.scalar("SELECT count(*) FROM outbox", as: Int.self)
+            #expect(written == 0)
+        }
+        let router = Router()
+        router.add(middleware: ErrorMiddleware())
+        router.get("/large") { _, _ -> String in
+            throw EventTooLarge(eventType: "OrderCreated", bytes: 2_000_000, maximumBytes: Outbox.maximumEventBytes)
+        }
+        try await Application(router: router).test(.router) { client in
+            try await client.execute(uri: "/large", method: .get) { response in
+                #expect(response.status == .contentTooLarge)
+                let body = try JSONDecoder().decode(APIError.Body.self, from: Data(buffer: response.body))
+                #expect(body.error.code == .eventTooLarge)
+            }
+        }
+    }
+
+    @Test(
+        "a row the broker refuses for good becomes a dead letter after bounded attempts; its key waits, others flow"
+    )
+    func refusedRowDeadLettered() async throws {
+        let schema = uniqueName("deadletter")
+        let environment = try testServiceEnvironment(schema: schema)
+        let app = try await BareService.buildApplication(
+            configuration: try BareService.configuration(environment: environment), environment: environment,
+            logger: logger
+        )
+        let (held, other) = (uniqueName("order"), uniqueName("order"))
+        try await withRunningService(app) { client in
+            try await eventually("ready") { try await client.get("/ready").status == 200 }
+            try await withTestDatabase(schema: schema, migrations: []) { database in
+                let outbox = Outbox(schema: schema)
+                // Written before the size was checked at enqueue (or by hand): the broker would refuse it.
+                let oversized = String(repeating: "x", count: Outbox.maximumEventBytes + 1)
+                try await database.client.query(
+                    """
+                    INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
+                    VALUES (\(UUID()), \(Topic.ordersEvents.rawValue), \(held), 'OrderAccepted', \(oversized))
+                    """, logger: logger
+                )
+                try await database.transaction { connection in
+                    try await outbox.enqueue(Self.accepted(held, sequence: 1), on: connection, logger: logger)
+                    try await outbox.enqueue(Self.accepted(other, sequence: 0), on: connection, logger: logger)
+                }
+                try await eventually("the other aggregate's event published") {
+                    try await database.scalar(
+                        "SELECT count(*) FROM outbox WHERE message_key = \(other) AND published_at IS NOT NULL",
+                        as: Int.self) == 1
+                }
+                try await eventually("the refused row moved to the dead letters after its attempts") {
+                    try await database.scalar(
+                        "SELECT attempts FROM outbox_dead_letters WHERE message_key = \(held)", as: Int.self)
+                        == OutboxRelay.permanentFailureAttempts
+                }
+                #expect(try await database.scalar("SELECT count(*) FROM outbox WHERE length(payload) > 900000", as: Int.self) == 0)
+
+                // Its key is held, so the aggregate's later event keeps its place; other aggregates still flow.
+                let later = uniqueName("order")
+                try await database.transaction { connection in
+                    try await outbox.enqueue(Self.accepted(later, sequence: 0), on: connection, logger: logger)
+                }
+                try await eventually("an aggregate written after the dead letter published") {
+                    try await database.scalar(
+                        "SELECT count(*) FROM outbox WHERE message_key = \(later) AND published_at IS NOT NULL",
+                        as: Int.self) == 1
+                }
+                #expect(
+                    try await database.scalar(
+                        "SELECT count(*) FROM outbox WHERE message_key = \(held) AND published_at IS NULL", as: Int.self)
+                        == 1)
+                let ready = try await client.get("/ready")
+                #expect(ready.status == 200)
+                let body = try JSONDecoder().decode(HealthRoutes.ReadyBody.self, from: ready.body)
+                #expect(body.status == "degraded")
+                #expect(body.checks["outbox"] == "degraded")
+                #expect(body.error?.message.contains("OrderAccepted for \(held)") == true, "\(body)")
+                #expect(try await client.get("/metrics").text.contains("outbox_dead_letters_total"))
+
+                // The operator resolves the dead letter: the key is released and its event published.
+                try await database.client.query("DELETE FROM outbox_dead_letters", logger: logger)
+                try await eventually("the held aggregate's event published once released") {
+                    try await database.scalar(
+                        "SELECT count(*) FROM outbox WHERE message_key = \(held) AND published_at IS NOT NULL",
+                        as: Int.self) == 1
+                }
+                let again = try JSONDecoder().decode(HealthRoutes.ReadyBody.self, from: try await client.get("/ready").body)
+                #expect(again.status == "ready")
+            }
         }
     }
 

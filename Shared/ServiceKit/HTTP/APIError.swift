@@ -82,3 +82,13 @@ extension APIError {
         APIError(.unprocessableContent, code: code, message: message)
     }
 }
+
+extension APIError {
+    /// The answer for an error the platform's own layers throw below the HTTP edge.
+    package init(domainError error: EventTooLarge) {
+        self.init(
+            .contentTooLarge, code: .eventTooLarge, message: error.description,
+            details: ["maximumBytes": String(error.maximumBytes)]
+        )
+    }
+}

@@ -11,12 +11,26 @@ package struct Outbox: Sendable {
 
     package init(schema: String) { self.channel = "\(schema)_outbox" }
 
+    /// The largest encoded event the outbox takes, in bytes: under librdkafka's default `message.max.bytes`
+    /// (1,000,000) and Kafka's `max.message.bytes` (1,048,588), with room for the key and the record's overhead.
+    package static let maximumEventBytes = 900_000
+
+    /// Throws ``EventTooLarge`` for an encoded event over ``maximumEventBytes``: refused before it is written,
+    /// so no request can leave a row the broker would refuse.
+    package static func checkSize(of payload: String, type: String) throws(EventTooLarge) {
+        let bytes = payload.utf8.count
+        guard bytes <= maximumEventBytes else {
+            throw EventTooLarge(eventType: type, bytes: bytes, maximumBytes: maximumEventBytes)
+        }
+    }
+
     /// Adds `envelope` to the outbox on `connection`, which must be in a transaction.
     /// - Parameter key: the Kafka message key; defaults to the envelope's aggregate id.
     package func enqueue<Payload: EventPayload>(
         _ envelope: EventEnvelope<Payload>, key: String? = nil, on connection: PostgresConnection, logger: Logger
     ) async throws {
         let payload = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
+        try Self.checkSize(of: payload, type: envelope.type)
         let topic = Payload.topic.rawValue
         let messageKey = key ?? envelope.aggregateId
         // One round trip: the row, and the NOTIFY (delivered on commit only, once per transaction however many
@@ -37,6 +51,7 @@ package struct Outbox: Sendable {
         _ envelope: String, eventId: UUID, topic: Topic, key: String, type: String, on connection: PostgresConnection,
         logger: Logger
     ) async throws {
+        try Self.checkSize(of: envelope, type: type)
         try await connection.query(
             """
             INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
@@ -53,5 +68,19 @@ package struct Outbox: Sendable {
     ) async throws {
         try await enqueue(
             EventEnvelope(aggregateId: aggregateId, payload: payload), key: key, on: connection, logger: logger)
+    }
+}
+
+/// An event too large to publish; the request that would have written it is refused (413 `EVENT_TOO_LARGE`).
+package struct EventTooLarge: Error, CustomStringConvertible {
+    package var eventType: String
+    package var bytes: Int
+    package var maximumBytes: Int
+    package var description: String { "the \(eventType) event would be \(bytes) bytes; the limit is \(maximumBytes)" }
+
+    package init(eventType: String, bytes: Int, maximumBytes: Int) {
+        self.eventType = eventType
+        self.bytes = bytes
+        self.maximumBytes = maximumBytes
     }
 }

@@ -19,6 +19,7 @@ package final class OutboxRelay: Service, Sendable {
     private let logger: Logger
     private let published = Counter(label: "outbox_published_total")
     private let failures = Counter(label: "outbox_publish_failures_total")
+    private let deadLetters = Counter(label: "outbox_dead_letters_total")
     private let lag = Timer(label: "outbox_publish_lag_seconds")
 
     package init(
@@ -110,8 +111,9 @@ package final class OutboxRelay: Service, Sendable {
                     } catch is CancellationError {
                         return
                     } catch {
+                        // Postgres itself failed (a broker failure is recorded per row and never ends up here).
                         self.logger.warning(
-                            "outbox publishing failed; rows stay pending",
+                            "outbox relay could not read or update its rows",
                             metadata: ["error": "\(error)", "retry.in": "\(backoff)"]
                         )
                         try? await Task.sleep(for: backoff)
@@ -135,48 +137,81 @@ package final class OutboxRelay: Service, Sendable {
         var key: String
         var payload: String
         var createdAt: Date
+        var attempts: Int
+    }
+
+    /// A row the broker did not take this round, and whether it never will.
+    private struct FailedRow: Sendable {
+        var row: PendingRow
+        var error: String
+        var isPermanent: Bool
     }
 
     /// Publishes pending rows batch by batch. A row is marked published only if it and every earlier pending
-    /// row with its key were acknowledged, so per-aggregate order survives a partial failure.
+    /// row with its key were acknowledged, so per-aggregate order survives a partial failure. A failed row waits
+    /// for its own back-off, holding only its key; one the broker refuses for good (too large, invalid) is moved
+    /// to `outbox_dead_letters` after ``OutboxRelay/permanentFailureAttempts`` tries, and its key stays held
+    /// until an operator resolves it.
     func drain() async throws {
         while !Task.isCancelled {
             let rows = try await database.withConnection { connection in
                 var rows: [PendingRow] = []
                 let result = try await connection.query(
                     """
-                    SELECT id, topic, message_key, payload, created_at FROM outbox
-                    WHERE published_at IS NULL ORDER BY id LIMIT \(settings.batchSize)
+                    SELECT id, topic, message_key, payload, created_at, attempts FROM outbox AS row
+                    WHERE published_at IS NULL
+                      AND NOT EXISTS (
+                          SELECT 1 FROM outbox AS earlier
+                          WHERE earlier.published_at IS NULL AND earlier.message_key = row.message_key
+                            AND earlier.id <= row.id AND earlier.retry_at > now())
+                      AND NOT EXISTS (SELECT 1 FROM outbox_dead_letters AS dead WHERE dead.message_key = row.message_key)
+                    ORDER BY id LIMIT \(settings.batchSize)
                     """, logger: logger
                 )
-                for try await (id, topic, key, payload, createdAt) in result.decode(
-                    (Int64, String, String, String, Date).self)
+                for try await (id, topic, key, payload, createdAt, attempts) in result.decode(
+                    (Int64, String, String, String, Date, Int).self)
                 {
-                    rows.append(PendingRow(id: id, topic: topic, key: key, payload: payload, createdAt: createdAt))
+                    rows.append(
+                        PendingRow(
+                            id: id, topic: topic, key: key, payload: payload, createdAt: createdAt, attempts: attempts))
                 }
                 return rows
             }
             guard !rows.isEmpty else { return }
 
+            // A row over the size limit (written before the limit was checked at enqueue) is never sent: the
+            // broker would refuse it, and the attempt would only delay the rows behind it.
+            let sendable = rows.filter { $0.payload.utf8.count <= Outbox.maximumEventBytes }
             // Enqueued in id order, so each key's rows reach their partition in commit order.
             let results = try await producer.send(
-                rows.map { KafkaOutgoingMessage(topic: $0.topic, key: $0.key, value: Data($0.payload.utf8)) }
+                sendable.map { KafkaOutgoingMessage(topic: $0.topic, key: $0.key, value: Data($0.payload.utf8)) }
             )
-            var outcomes: [Int64: (any Error)?] = [:]
-            for (row, result) in zip(rows, results) {
-                if case .failure(let error) = result { outcomes[row.id] = error } else { outcomes[row.id] = .some(nil) }
+            var outcomes: [Int64: KafkaError?] = [:]
+            for (row, result) in zip(sendable, results) {
+                switch result {
+                case .success: outcomes[row.id] = .some(nil)
+                case .failure(let error as KafkaError): outcomes[row.id] = error
+                case .failure(let error):
+                    outcomes[row.id] = KafkaError(.deliveryFailed, message: "\(error)", isRetriable: true)
+                }
             }
 
             var publishedIds: [Int64] = []
-            var failed: [(Int64, String)] = []
+            var failed: [FailedRow] = []
             var blockedKeys = Set<String>()
             for row in rows {
-                if let failure = outcomes[row.id] ?? nil {
+                if let outcome = outcomes[row.id] {
+                    if let error = outcome {
+                        blockedKeys.insert(row.key)
+                        failed.append(FailedRow(row: row, error: "\(error)", isPermanent: !error.isRetriable))
+                    } else if !blockedKeys.contains(row.key) {
+                        publishedIds.append(row.id)
+                        lag.recordInterval(since: row.createdAt)
+                    }
+                } else {
                     blockedKeys.insert(row.key)
-                    failed.append((row.id, "\(failure)"))
-                } else if !blockedKeys.contains(row.key) {
-                    publishedIds.append(row.id)
-                    lag.recordInterval(since: row.createdAt)
+                    let error = "the event is \(row.payload.utf8.count) bytes; the limit is \(Outbox.maximumEventBytes)"
+                    failed.append(FailedRow(row: row, error: error, isPermanent: true))
                 }
             }
             try await database.withConnection { connection in
@@ -185,20 +220,75 @@ package final class OutboxRelay: Service, Sendable {
                         "UPDATE outbox SET published_at = now() WHERE id = ANY(\(publishedIds))", logger: logger
                     )
                 }
-                for (id, error) in failed {
-                    try await connection.query(
-                        "UPDATE outbox SET attempts = attempts + 1, last_error = \(error) WHERE id = \(id)",
-                        logger: logger
-                    )
+                for failure in failed {
+                    try await record(failure, on: connection)
                 }
             }
             published.increment(by: publishedIds.count)
-            if let first = failed.first {
-                failures.increment(by: failed.count)
-                throw OutboxPublishError(failedRows: failed.count, firstError: first.1)
+            failures.increment(by: failed.count)
+            if let first = failed.first(where: { $0.row.attempts == 0 }) {
+                logger.warning(
+                    "outbox rows not acknowledged; each waits out its back-off, holding only its key",
+                    metadata: ["outbox.failed": "\(failed.count)", "error": "\(first.error)"]
+                )
             }
             if rows.count < settings.batchSize { return }
         }
+    }
+
+    /// Tries a row the broker refused for good gets before it becomes a dead letter.
+    package static let permanentFailureAttempts = 3
+
+    /// Records a failed attempt: the row waits out its back-off (0.5 s doubling to 30 s), or, refused for good
+    /// too often, moves to `outbox_dead_letters`. Logged on its first failure and when it dies, not every retry.
+    private func record(_ failure: FailedRow, on connection: PostgresConnection) async throws {
+        let row = failure.row
+        let attempts = row.attempts + 1
+        let metadata: Logger.Metadata = [
+            "outbox.id": "\(row.id)", "kafka.topic": "\(row.topic)", "kafka.key": "\(row.key)",
+            "outbox.attempts": "\(attempts)", "error": "\(failure.error)",
+        ]
+        if failure.isPermanent, attempts >= Self.permanentFailureAttempts {
+            try await connection.query(
+                """
+                WITH dead AS (DELETE FROM outbox WHERE id = \(row.id) RETURNING *)
+                INSERT INTO outbox_dead_letters
+                    (id, event_id, topic, message_key, event_type, payload, created_at, attempts, error)
+                SELECT id, event_id, topic, message_key, event_type, payload, created_at, \(attempts), \(failure.error)
+                FROM dead
+                """, logger: logger
+            )
+            deadLetters.increment()
+            logger.error("outbox row refused for good: moved to outbox_dead_letters, its key held", metadata: metadata)
+            return
+        }
+        let backoffMilliseconds = min(500 << min(row.attempts, 6), 30_000)
+        try await connection.query(
+            """
+            UPDATE outbox SET attempts = \(attempts), last_error = \(failure.error),
+                retry_at = now() + \(backoffMilliseconds) * interval '1 millisecond'
+            WHERE id = \(row.id)
+            """, logger: logger
+        )
+        logger.debug("outbox row not acknowledged; it waits and is retried", metadata: metadata)
+    }
+
+    /// Throws ``Degradation`` naming the held aggregates while `outbox_dead_letters` has rows.
+    package static func checkDeadLetters(in database: Database) async throws {
+        let rows = try await database.client.query(
+            """
+            SELECT count(*) OVER (), event_type, message_key FROM outbox_dead_letters ORDER BY id LIMIT 5
+            """, logger: database.logger
+        )
+        var count = 0
+        var held: [String] = []
+        for try await (total, type, key) in rows.decode((Int, String, String).self) {
+            count = total
+            held.append("\(type) for \(key)")
+        }
+        guard count > 0 else { return }
+        throw Degradation(
+            "\(count) outbox event(s) refused by the broker, their keys held: " + held.joined(separator: ", "))
     }
 
     /// Housekeeping: published outbox rows after the retention, idempotency keys after a day.
@@ -214,13 +304,6 @@ package final class OutboxRelay: Service, Sendable {
 struct NotificationsLost: Error, CustomStringConvertible {
     var reason: String
     var description: String { "the outbox notification connection was lost: \(reason)" }
-}
-
-/// Some outbox rows could not be published this round; they stay pending.
-struct OutboxPublishError: Error, CustomStringConvertible {
-    var failedRows: Int
-    var firstError: String
-    var description: String { "\(failedRows) row(s) not acknowledged by the broker: \(firstError)" }
 }
 
 extension Timer {
