@@ -19,10 +19,28 @@ struct ReceivedPush: Sendable {
 /// What a fake answers for a device token, by its prefix: `ok-` 200; `flaky-` 503 once, then 200; `busy-` 429 with
 /// Retry-After: 1 once, then 200; `down-` 503 always; `slow-` 200 after 3 s; `unregistered-` / `gone-` the
 /// platform's dead-token answer; `bad-` APNs' BadDeviceToken.
+/// APNs tokens are hexadecimal (the service refuses others), so iOS tests spell the prefixes in hex: see
+/// ``APNsTestToken``.
+/// APNs device tokens for tests: 64 hexadecimal digits whose first four choose the fake's answer.
+enum APNsTestToken {
+    static let ok = "a0a0"
+    /// 429 with Retry-After: 1 once, then 200.
+    static let busy = "b0b0"
+    /// 410 Unregistered.
+    static let gone = "dead"
+    /// 400 BadDeviceToken.
+    static let bad = "bad0"
+
+    static func make(_ behaviour: String) -> String {
+        (behaviour + UUID().uuidString + UUID().uuidString).replacingOccurrences(of: "-", with: "").lowercased()
+            .prefix(64).description
+    }
+}
+
 enum DeviceBehaviour {
     static func firstAttempt(_ token: String, attempt: Int) -> (status: Int, retryAfter: Int?)? {
         if token.hasPrefix("flaky-"), attempt == 1 { return (503, nil) }
-        if token.hasPrefix("busy-"), attempt == 1 { return (429, 1) }
+        if token.hasPrefix("busy-") || token.hasPrefix(APNsTestToken.busy), attempt == 1 { return (429, 1) }
         if token.hasPrefix("down-") { return (503, nil) }
         return nil
     }
@@ -163,10 +181,10 @@ final class FakeAPNs: Sendable {
                 if let retryAfter { fields[.retryAfter] = String(retryAfter) }
                 return Response(status: .init(code: status), headers: fields, body: .init(byteBuffer: ByteBuffer(string: #"{"reason":"ServiceUnavailable"}"#)))
             }
-            if token.hasPrefix("gone-") {
+            if token.hasPrefix(APNsTestToken.gone) {
                 return Response(status: .gone, body: .init(byteBuffer: ByteBuffer(string: #"{"reason":"Unregistered","timestamp":1700000000000}"#)))
             }
-            if token.hasPrefix("bad-") {
+            if token.hasPrefix(APNsTestToken.bad) {
                 return Response(status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: #"{"reason":"BadDeviceToken"}"#)))
             }
             return Response(status: .ok, headers: [.init("apns-id")!: UUID().uuidString])

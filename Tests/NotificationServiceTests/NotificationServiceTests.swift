@@ -124,7 +124,7 @@ struct NotificationServiceTests {
     @Test("one push reaches an Android and an iOS device with exactly the requests FCM v1 and APNs expect")
     func exactRequests() async throws {
         let harness = try await NotificationHarness.get()
-        let (android, ios) = ("ok-\(UUID())", "ok\(UUID().uuidString.replacingOccurrences(of: "-", with: ""))")
+        let (android, ios) = ("ok-\(UUID())", APNsTestToken.make(APNsTestToken.ok))
         let user = try await harness.user(devices: [("android", android), ("ios", ios)])
         let push = request(user.id)
         try await harness.push(push)
@@ -178,7 +178,7 @@ struct NotificationServiceTests {
     @Test("503 and 429 are retried (honouring Retry-After) until sent")
     func retries() async throws {
         let harness = try await NotificationHarness.get()
-        let (flaky, busy) = ("flaky-\(UUID())", "busy-\(UUID())")
+        let (flaky, busy) = ("flaky-\(UUID())", APNsTestToken.make(APNsTestToken.busy))
         let user = try await harness.user(devices: [("android", flaky), ("ios", busy)])
         let push = request(user.id)
         try await harness.push(push)
@@ -199,7 +199,9 @@ struct NotificationServiceTests {
     @Test("dead tokens (FCM UNREGISTERED, APNs 410 and BadDeviceToken) are removed; all devices dead is PushFailed")
     func deadTokens() async throws {
         let harness = try await NotificationHarness.get()
-        let (unregistered, gone, bad) = ("unregistered-\(UUID())", "gone-\(UUID())", "bad-\(UUID())")
+        let (unregistered, gone, bad) = (
+            "unregistered-\(UUID())", APNsTestToken.make(APNsTestToken.gone), APNsTestToken.make(APNsTestToken.bad)
+        )
         let user = try await harness.user(devices: [("android", unregistered), ("ios", gone), ("ios", bad)])
         let push = request(user.id)
         try await harness.push(push)
@@ -287,7 +289,7 @@ struct NotificationServiceTests {
         let client = harness.client
         let token = "ok-\(UUID())"
         let first = try await harness.user(devices: [("android", token)])
-        let second = try await harness.user(devices: [("ios", token)])
+        let second = try await harness.user(devices: [("android", token)])
         #expect(try await client.request(.DELETE, "/v1/devices/\(token)", token: first.token).status == 404, "the token moved to the second user")
         #expect(try await client.request(.DELETE, "/v1/devices/\(token)", token: second.token).status == 204)
         let badPlatform = try await client.request(.PUT, "/v1/devices", token: first.token, body: Data(#"{"platform":"windows","token":"x"}"#.utf8))
@@ -299,6 +301,34 @@ struct NotificationServiceTests {
         let admin = try await TestAuth.token(uniqueName("admin"), .admin)
         #expect(try await client.get("/v1/notifications", token: admin).errorCode == "VALIDATION_FAILED")
         #expect(try await client.get("/v1/notifications?userId=x&limit=0", token: admin).errorCode == "VALIDATION_FAILED")
+    }
+
+    @Test("device tokens: the platform's format and a limit in bytes; at most 10 devices a user, the oldest dropped")
+    func deviceLimits() async throws {
+        let harness = try await NotificationHarness.get()
+        let client = harness.client
+        let user = try await harness.user(devices: [])
+        func register(_ platform: String, _ token: String) async throws -> ServiceClient.Answer {
+            try await client.request(
+                .PUT, "/v1/devices", token: user.token,
+                body: try JSONSerialization.data(withJSONObject: ["platform": platform, "token": token]))
+        }
+        for (platform, token) in [
+            ("ios", "not-hex-\(UUID())"), ("ios", "abc"), ("ios", String(repeating: "a", count: 202)),
+            ("android", "has space \(UUID())"), ("android", "slash/\(UUID())"),
+            ("android", String(repeating: "a", count: 4097)), ("android", "é" + String(repeating: "a", count: 4095)),
+        ] {
+            let answer = try await register(platform, token)
+            #expect(answer.status == 400, "\(platform) \(token.prefix(20)) was accepted")
+            #expect(answer.errorCode == "VALIDATION_FAILED")
+        }
+        let tokens = (0..<11).map { "cap-\($0)-\(UUID())" }
+        for token in tokens { #expect(try await register("android", token).status == 200) }
+        #expect(try await register("ios", APNsTestToken.make(APNsTestToken.ok).uppercased()).status == 200)
+        for (index, token) in tokens.enumerated() {
+            let removed = try await client.request(.DELETE, "/v1/devices/\(token)", token: user.token).status
+            #expect(removed == (index < 2 ? 404 : 204), "device \(index)")
+        }
     }
 }
 

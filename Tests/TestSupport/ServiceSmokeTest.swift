@@ -8,9 +8,11 @@ import Testing
 /// Builds `Service` exactly as its executable does (test Postgres in a fresh schema, test broker) and checks that
 /// it serves `/health`, `/ready` (once Postgres and the broker answer), `/metrics`, and that its migrations and
 /// ServiceKit's were applied into its own schema.
-package func expectServiceStarts<Service: ServiceDefinition>(_ service: Service.Type) async throws {
+package func expectServiceStarts<Service: ServiceDefinition>(
+    _ service: Service.Type, extra: [String: String] = [:]
+) async throws {
     let schema = uniqueName(Service.defaultSchema)
-    let environment = try testServiceEnvironment(schema: schema)
+    let environment = try testServiceEnvironment(schema: schema, extra: extra)
     let app = try await Service.buildApplication(
         configuration: try Service.configuration(environment: environment), environment: environment,
         logger: TestInfrastructure.logger(Service.name)

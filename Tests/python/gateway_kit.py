@@ -119,7 +119,8 @@ class Party:
                 time.sleep(0.5)
 
     def register_device(self, platform="android"):
-        token = f"{platform}-{self.id}-{uuid.uuid4().hex[:8]}"
+        # APNs device tokens are 64 hexadecimal digits; FCM tokens use a URL-safe alphabet.
+        token = uuid.uuid4().hex * 2 if platform == "ios" else f"{platform}-{self.id}-{uuid.uuid4().hex[:8]}"
         return self.call("PUT", "/v1/devices", json={"platform": platform, "token": token})
 
 

@@ -189,6 +189,8 @@ class System:
             "JWT_ISSUER": JWT_ISSUER, "JWT_AUDIENCE": JWT_AUDIENCE, "JWT_PUBLIC_KEY_FILE": self.public_key,
             "HTTP_HOST": "127.0.0.1", "HTTP_PORT": str(self.profile.service_ports[name]),
             "LOG_LEVEL": os.environ.get("LOG_LEVEL", "info"),
+            # No FCM or APNs credentials locally: pushes are logged (redacted) and kept in the notification log.
+            "PUSH_LOG_PROVIDER": "true",
             "LD_LIBRARY_PATH": ":".join(filter(None, [str(LOCAL / "lib"), os.environ.get("LD_LIBRARY_PATH")])),
         })
         environment.update(self.profile.service_environment)

@@ -45,7 +45,7 @@ package enum NotificationService: ServiceDefinition {
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)
-        NotificationRoutes(database: database).register(on: api)
+        NotificationRoutes(database: database, maximumDevicesPerUser: settings.maximumDevicesPerUser).register(on: api)
         return platform.makeApplication(router: router)
     }
 }

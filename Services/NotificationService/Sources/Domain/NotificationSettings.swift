@@ -7,14 +7,17 @@ import Synchronization
 
 /// Notification's settings, from the environment.
 package struct NotificationSettings: Sendable {
-    /// `FCM_SERVICE_ACCOUNT_FILE` (a Google service-account JSON); without it Android pushes go to the log
+    /// `PUSH_LOG_PROVIDER` (false): pushes of a platform without credentials are only logged (token and text
+    /// redacted). For local runs; without it, a platform without credentials stops the start-up.
+    package var allowsLogProvider: Bool
+    /// `FCM_SERVICE_ACCOUNT_FILE` (a Google service-account JSON); without it Android pushes need the log
     /// provider. `FCM_BASE_URL` (default https://fcm.googleapis.com) and `FCM_TOKEN_URL` (default: the account's
     /// `token_uri`).
     package var fcmServiceAccountFile: String?
     package var fcmBaseURL: String
     package var fcmTokenURL: String?
     /// `APNS_KEY_FILE` (the .p8 key), `APNS_KEY_ID`, `APNS_TEAM_ID`, `APNS_TOPIC` (the app's bundle id); without
-    /// them iOS pushes go to the log provider. `APNS_BASE_URL` (default https://api.push.apple.com),
+    /// them iOS pushes need the log provider. `APNS_BASE_URL` (default https://api.push.apple.com),
     /// `APNS_CA_FILE` (a PEM of extra trusted roots, e.g. a corporate proxy's), `APNS_TOKEN_REFRESH_SECONDS`
     /// (3000; Apple refuses tokens over an hour old).
     package var apnsKeyFile: String?
@@ -34,8 +37,11 @@ package struct NotificationSettings: Sendable {
     package var retryMaximum: Duration
     package var concurrency: Int
     package var tick: Duration
+    /// `MAX_DEVICES_PER_USER` (10): devices kept per user; registering another drops the least recently registered.
+    package var maximumDevicesPerUser: Int
 
     package init(environment: ServiceEnvironment) throws(ConfigurationError) {
+        allowsLogProvider = try environment.bool("PUSH_LOG_PROVIDER", default: false)
         fcmServiceAccountFile = environment.optional("FCM_SERVICE_ACCOUNT_FILE")
         fcmBaseURL = environment.optional("FCM_BASE_URL") ?? "https://fcm.googleapis.com"
         fcmTokenURL = environment.optional("FCM_TOKEN_URL")
@@ -52,12 +58,25 @@ package struct NotificationSettings: Sendable {
         retryMaximum = try environment.seconds("PUSH_RETRY_MAX_SECONDS", default: .seconds(300), in: 1...86_400)
         concurrency = try environment.int("PUSH_CONCURRENCY", default: 64, in: 1...10_000)
         tick = try environment.milliseconds("PUSH_TICK_MS", default: .milliseconds(250), in: 10...60_000)
+        maximumDevicesPerUser = try environment.int(
+            "MAX_DEVICES_PER_USER", default: DeviceRules.defaultMaximumDevicesPerUser, in: 1...100)
         if apnsKeyFile != nil, apnsKeyId == nil || apnsTeamId == nil || apnsTopic == nil {
             throw ConfigurationError(variable: "APNS_KEY_ID", problem: "APNS_KEY_FILE needs APNS_KEY_ID, APNS_TEAM_ID and APNS_TOPIC")
         }
+        if !allowsLogProvider {
+            let logOnly = "or set PUSH_LOG_PROVIDER=true to only log pushes (local runs)"
+            if fcmServiceAccountFile == nil {
+                throw ConfigurationError(
+                    variable: "FCM_SERVICE_ACCOUNT_FILE", problem: "required to push to Android devices, \(logOnly)")
+            }
+            if apnsKeyFile == nil {
+                throw ConfigurationError(variable: "APNS_KEY_FILE", problem: "required to push to iOS devices, \(logOnly)")
+            }
+        }
     }
 
-    /// The providers by platform (`android`, `ios`), from the credentials configured; the log provider otherwise.
+    /// The providers by platform (`android`, `ios`), from the credentials configured; the log provider otherwise
+    /// (only when `PUSH_LOG_PROVIDER` allows it: ``init(environment:)`` checked).
     package func providers(logger: Logger) async throws -> [DevicePlatform: any PushProvider] {
         var providers: [DevicePlatform: any PushProvider] = [
             .android: LogPushProvider(platform: "android", logger: logger), .ios: LogPushProvider(platform: "ios", logger: logger),

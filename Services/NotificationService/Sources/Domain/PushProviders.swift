@@ -39,7 +39,8 @@ package protocol PushProvider: Sendable {
     func send(_ message: PushMessage, to token: String) async -> PushOutcome
 }
 
-/// Records what would be sent, for local runs without FCM or APNs credentials.
+/// Records what would be sent, for local runs without FCM or APNs credentials: the kind, priority and sizes,
+/// never the whole token or the text (a chat preview is the users' words).
 package struct LogPushProvider: PushProvider {
     package let name = "log"
     let platform: String
@@ -49,8 +50,10 @@ package struct LogPushProvider: PushProvider {
         logger.info(
             "push (log provider)",
             metadata: [
-                "push.platform": "\(platform)", "push.token": "\(token)", "push.kind": "\(message.kind)", "push.title": "\(message.title)",
-                "push.body": "\(message.body)", "push.priority": "\(message.priority.rawValue)", "push.data": "\(message.data)",
+                "push.platform": "\(platform)", "push.token": "\(DeviceRules.redacted(token))",
+                "push.kind": "\(message.kind)", "push.priority": "\(message.priority.rawValue)",
+                "push.title.bytes": "\(message.title.utf8.count)", "push.body.bytes": "\(message.body.utf8.count)",
+                "push.data.keys": "\(message.data.keys.sorted().joined(separator: ","))",
             ]
         )
         return .sent(status: 200, answer: "logged")

@@ -7,6 +7,8 @@ import ServiceKit
 /// The device registry and, for admins, the delivery log.
 struct NotificationRoutes: Sendable {
     let database: Database
+    /// Devices kept per user; the least recently registered go first.
+    let maximumDevicesPerUser: Int
 
     struct DeviceRegistration: Codable, Sendable {
         var platform: DevicePlatform
@@ -49,23 +51,27 @@ struct NotificationRoutes: Sendable {
         var notifications: [NotificationView]
     }
 
-    static let maximumTokenLength = 4096
-
     func register(on api: RouterGroup<ServiceRequestContext>) {
         api.put("devices") { request, context in
             let identity = try context.requireIdentity()
             let (input, _) = try await request.decodeJSON(DeviceRegistration.self, context: context)
-            let token = input.token.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !token.isEmpty, token.count <= Self.maximumTokenLength, !token.contains(where: \.isWhitespace) else {
-                throw APIError.validation("'token' must be 1 to \(Self.maximumTokenLength) characters without spaces")
+            let token: String
+            do throws(DeviceRules.TokenProblem) {
+                token = try DeviceRules.validToken(input.token, platform: input.platform)
+            } catch {
+                throw APIError.validation(error.description)
             }
-            // A token that moves to another user (a shared phone, a new sign-in) leaves the old one.
-            try await database.withConnection { connection in
-                try await connection.query(
-                    """
-                    INSERT INTO devices (token, user_id, platform) VALUES (\(token), \(identity.userId), \(input.platform.rawValue))
-                    ON CONFLICT (token) DO UPDATE SET user_id = excluded.user_id, platform = excluded.platform, updated_at = now()
-                    """, logger: database.logger
+            let previousOwner = try await database.transaction { connection in
+                try await register(token, platform: input.platform, for: identity.userId, on: connection)
+            }
+            // A token that moves to another user (a shared phone, a new sign-in) leaves the old one, with a trace.
+            if let previousOwner, previousOwner != identity.userId {
+                database.logger.notice(
+                    "a device token moved to another user",
+                    metadata: [
+                        "device.token": "\(DeviceRules.redacted(token))", "user.previous": "\(previousOwner)",
+                        "user.id": "\(identity.userId)",
+                    ]
                 )
             }
             return Device(token: token, platform: input.platform, userId: identity.userId)
@@ -95,6 +101,33 @@ struct NotificationRoutes: Sendable {
                 try await log(userId: userId, limit: limit, on: connection)
             }
         }
+    }
+
+    /// Registers `token` for `userId` and drops the user's least recently registered devices beyond the cap;
+    /// returns the user the token belonged to before, if any.
+    func register(
+        _ token: String, platform: DevicePlatform, for userId: String, on connection: PostgresConnection
+    ) async throws -> String? {
+        var previousOwner: String?
+        let owners = try await connection.query(
+            "SELECT user_id FROM devices WHERE token = \(token) FOR UPDATE", logger: database.logger)
+        for try await owner in owners.decode(String.self) { previousOwner = owner }
+        try await connection.query(
+            """
+            INSERT INTO devices (token, user_id, platform) VALUES (\(token), \(userId), \(platform.rawValue))
+            ON CONFLICT (token) DO UPDATE SET user_id = excluded.user_id, platform = excluded.platform,
+                updated_at = now()
+            """, logger: database.logger
+        )
+        try await connection.query(
+            """
+            DELETE FROM devices WHERE token IN (
+                SELECT token FROM devices WHERE user_id = \(userId)
+                ORDER BY updated_at DESC, token OFFSET \(maximumDevicesPerUser)
+            )
+            """, logger: database.logger
+        )
+        return previousOwner
     }
 
     func log(userId: String, limit: Int, on connection: PostgresConnection) async throws -> NotificationLog {
