@@ -29,6 +29,9 @@ final class OrderHarness: Sendable {
     /// The suite's service, started on first use and left running until the test process ends.
     static func get() async throws -> OrderHarness { try await shared.get() }
 
+    /// Republishes of a stalled pickup saga before it ends failed, in these tests.
+    static let sagaMaximumRepublishes = 3
+
     private init(client: ServiceClient, schema: String, producer: KafkaProducer, tokens: [String], vendorId: String, riderId: String) {
         self.client = client
         self.schema = schema
@@ -42,7 +45,10 @@ final class OrderHarness: Sendable {
         let schema = uniqueName("orders")
         let client = try await startSuiteService(
             OrderService.self, schema: schema,
-            extra: ["SAGA_STEP_TIMEOUT_SECONDS": "2", "SAGA_CHECK_INTERVAL_MS": "300", "PROOF_PHOTO_MAX_BYTES": "65536"]
+            extra: [
+                "SAGA_STEP_TIMEOUT_SECONDS": "2", "SAGA_CHECK_INTERVAL_MS": "300", "PROOF_PHOTO_MAX_BYTES": "65536",
+                "SAGA_MAX_REPUBLISHES": String(sagaMaximumRepublishes),
+            ]
         )
         let vendorId = uniqueName("vendor")
         let riderId = uniqueName("rider")

@@ -92,6 +92,62 @@ struct OrderServiceIntegrationTests {
         #expect(ids == [saga.pickupEventId])
     }
 
+    @Test("a saga whose steps never report ends failed after SAGA_MAX_REPUBLISHES and is not republished again")
+    func sagaGivesUp() async throws {
+        let harness = try await OrderHarness.get()
+        let order = try await harness.readyOrder()
+        #expect(try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider).status == 200)
+        func saga() async throws -> PickupSagaView {
+            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self)
+        }
+        try await eventually(timeout: .seconds(40), "the saga failed") { try await saga().status == .failed }
+        let failed = try await saga()
+        #expect(failed.republishCount == OrderHarness.sagaMaximumRepublishes)
+        #expect(failed.failure?.contains("tracking started") == true, "\(failed)")
+        #expect(!failed.completed)
+        // Well past another step time-out and check: nothing more is republished.
+        try await Task.sleep(for: .seconds(3))
+        #expect(try await saga().republishCount == OrderHarness.sagaMaximumRepublishes)
+    }
+
+    @Test("the customer's push failed for good: once the other steps report, the saga ends failed naming why")
+    func sagaCustomerUnreachable() async throws {
+        let harness = try await OrderHarness.get()
+        let order = try await harness.readyOrder()
+        #expect(try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider).status == 200)
+        let pushes = try await publishedEvents(on: .notificationsRequests, key: order.customerId) { events in
+            events.contains { $0.payload(as: PushRequested.self)?.correlationId == order.id }
+        }
+        let push = try #require(pushes.compactMap { $0.payload(as: PushRequested.self) }.first { $0.correlationId == order.id })
+        try await harness.producer.send(
+            topic: Topic.notificationsEvents.rawValue, key: order.customerId,
+            value: try ContractCoding.encode(
+                EventEnvelope(
+                    aggregateId: order.customerId,
+                    payload: PushFailed(
+                        notificationId: push.notificationId, userId: order.customerId, kind: push.kind, correlationId: order.id,
+                        reason: "no_devices", failedAt: Date()
+                    )
+                )
+            )
+        )
+        try await harness.producer.send(
+            topic: Topic.trackingEvents.rawValue, key: order.id,
+            value: try ContractCoding.encode(
+                EventEnvelope(
+                    aggregateId: order.id,
+                    payload: TrackingStarted(jobId: order.id, kind: .delivery, customerId: order.customerId, courierId: harness.riderId, startedAt: Date())
+                )
+            )
+        )
+        try await eventually(timeout: .seconds(30), "the saga failed") {
+            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self).status == .failed
+        }
+        let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self)
+        #expect(saga.failure == "the customer could not be notified: no_devices")
+        #expect(saga.steps.trackingStarted.done && saga.steps.vendorUpdated.done && !saga.steps.customerNotified.done)
+    }
+
     @Test("another rider gets 403 NOT_ASSIGNED_RIDER; other roles 403 FORBIDDEN")
     func wrongActors() async throws {
         let harness = try await OrderHarness.get()
@@ -227,6 +283,37 @@ struct OrderServiceIntegrationTests {
         #expect(duplicateVendor.errorCode == "ALREADY_EXISTS")
     }
 
+    @Test("hostile strings and amounts: NUL characters, limits in bytes, more than two decimals")
+    func hostileInput() async throws {
+        let harness = try await OrderHarness.get()
+        let client = harness.client
+        var nul = OrderHarness.NewOrder(vendorId: harness.vendorId)
+        nul.deliveryAddress.line1 = "a\u{0}b"
+        let withNUL = try await client.post("/v1/orders", token: harness.customer, json: nul)
+        #expect(withNUL.status == 400, "\(withNUL.text)")
+        #expect(withNUL.errorCode == "INVALID_CHARACTER")
+        // One character, about 1 MB: "a" and 260,000 combining accents.
+        var accents = OrderHarness.NewOrder(vendorId: harness.vendorId)
+        accents.deliveryAddress.line1 = "a" + String(repeating: "\u{301}", count: 260_000)
+        let oneHugeCharacter = try await client.post("/v1/orders", token: harness.customer, json: accents)
+        #expect(oneHugeCharacter.status == 400, "\(oneHugeCharacter.text.prefix(300))")
+        #expect(oneHugeCharacter.errorCode == "VALIDATION_FAILED")
+        #expect(oneHugeCharacter.text.contains("deliveryAddress.line1"))
+        var cents = OrderHarness.NewOrder(vendorId: harness.vendorId)
+        cents.totalAmount = Decimal(string: "12.345")!
+        let thirdDecimal = try await client.post("/v1/orders", token: harness.customer, json: cents)
+        #expect(thirdDecimal.status == 400)
+        #expect(thirdDecimal.text.contains("two decimals"))
+        cents.totalAmount = Decimal(string: "12.30")!
+        #expect(try await client.post("/v1/orders", token: harness.customer, json: cents).status == 201)
+        let vendorWithNUL = try await client.post(
+            "/v1/vendors", token: harness.admin,
+            raw: #"{"id":"v-nul","name":"X\u0000","address":{"line1":"a","area":"b","lat":1,"lng":2}}"#
+        )
+        #expect(vendorWithNUL.errorCode == "INVALID_CHARACTER")
+        #expect(try await client.get("/v1/vendors/v-nul", token: harness.admin).status == 404)
+    }
+
     @Test("photo proof: a prepaid order needing it is not delivered without; images only; size-limited")
     func photoProof() async throws {
         let harness = try await OrderHarness.get()
@@ -248,6 +335,13 @@ struct OrderServiceIntegrationTests {
             .POST, "/v1/orders/\(order.id)/proof-photo", token: harness.otherRider, body: png, contentType: "image/png"
         )
         #expect(otherRider.errorCode == "NOT_ASSIGNED_RIDER")
+        // Who may upload is checked before the body is read: a stranger's oversized body is 403, not 413.
+        let strangerOversized = try await harness.client.request(
+            .POST, "/v1/orders/\(order.id)/proof-photo", token: harness.otherRider, body: png + Data(count: 70_000),
+            contentType: "image/png"
+        )
+        #expect(strangerOversized.status == 403)
+        #expect(strangerOversized.errorCode == "NOT_ASSIGNED_RIDER")
         let uploaded = try await harness.client.request(
             .POST, "/v1/orders/\(order.id)/proof-photo", token: harness.rider, body: png, contentType: "image/png"
         )

@@ -84,9 +84,7 @@ package struct OrderRoutes: Sendable {
         let identity = try context.requireIdentity(.customer)
         let (input, body) = try await request.decodeJSON(CreateOrder.self, context: context)
         let address = try Validate.address(input.deliveryAddress, "deliveryAddress")
-        guard input.totalAmount >= 0, input.totalAmount <= 10_000_000 else {
-            throw APIError.validation("'totalAmount' must be from 0 to 10000000")
-        }
+        try Validate.amount(input.totalAmount, "totalAmount", maximum: 10_000_000)
         let vendorId = try Validate.identifier(input.vendorId, "vendorId")
         let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
         return try await database.idempotentTransaction(idempotency, status: .created) { connection in
@@ -176,6 +174,14 @@ package struct OrderRoutes: Sendable {
     func uploadProofPhoto(_ request: Request, _ context: ServiceRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let id = try context.parameters.require("id", as: UUID.self)
+        let actor = OrderActor(id: identity.userId, role: identity.role)
+        // Who may upload is checked before up to PROOF_PHOTO_MAX_BYTES are read (and again in the transaction).
+        let order = try await database.withConnection { try await store.order(id, on: $0) }
+        do {
+            _ = try OrderRules.apply(.uploadProofPhoto, to: order.snapshot, by: actor)
+        } catch {
+            throw OrderWorkflow.apiError(error)
+        }
         let bytes = try await request.collectBody(upTo: settings.proofPhotoMaxBytes)
         guard let contentType = ImageKind.detect(bytes) else {
             throw APIError(
@@ -184,7 +190,6 @@ package struct OrderRoutes: Sendable {
             )
         }
         let idempotency = try IdempotentRequest(request: request, body: bytes, userId: identity.userId)
-        let actor = OrderActor(id: identity.userId, role: identity.role)
         return try await database.idempotentTransaction(idempotency, status: .created) { connection in
             _ = try await workflow.apply(.uploadProofPhoto, to: id, by: actor, on: connection)
             try await store.insertProofPhoto(orderId: id, contentType: contentType, bytes: bytes, riderId: identity.userId, on: connection)
