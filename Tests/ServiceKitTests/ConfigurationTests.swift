@@ -22,7 +22,7 @@ struct ConfigurationTests {
     func completeEnvironment() throws {
         let configuration = try configuration(complete)
         #expect(configuration.http.port == 8081)
-        #expect(configuration.http.host == "0.0.0.0")
+        #expect(configuration.http.host == "127.0.0.1", "services listen on loopback unless told otherwise")
         #expect(configuration.database.host == "db.internal")
         #expect(configuration.database.port == 6543)
         #expect(configuration.database.username == "app")

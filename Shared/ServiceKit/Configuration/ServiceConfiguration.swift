@@ -15,7 +15,7 @@ package struct ServiceConfiguration: Sendable {
     package var logLevel: Logger.Level
 
     package struct HTTPSettings: Sendable {
-        /// `HTTP_HOST`, default `0.0.0.0`.
+        /// `HTTP_HOST`, default `127.0.0.1` (local only; a container sets `0.0.0.0` explicitly).
         package var host: String
         /// `HTTP_PORT`, default the service's own (8081-8085).
         package var port: Int
@@ -92,7 +92,7 @@ package struct ServiceConfiguration: Sendable {
     ) throws(ConfigurationError) {
         self.serviceName = serviceName
         self.http = HTTPSettings(
-            host: environment.optional("HTTP_HOST") ?? "0.0.0.0",
+            host: environment.optional("HTTP_HOST") ?? "127.0.0.1",
             port: try environment.int("HTTP_PORT", default: defaultPort, in: 0...65535)
         )
         self.database = try DatabaseSettings(environment: environment, defaultSchema: defaultSchema)
