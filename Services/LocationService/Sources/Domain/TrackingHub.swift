@@ -94,11 +94,13 @@ package final class TrackingHub: Sendable {
 
     private func deliver(_ position: CourierPosition, courierId: String) async {
         for job in tracked.withLock({ $0[courierId] ?? [] }) {
-            if job.state == .stale {
-                // Live again: `after` sends the status, this location and a fresh ETA.
-                if let revived = try? await database.transaction({ try await engine.markLive(job.jobId, on: $0) }) {
-                    await after([revived])
-                }
+            // Live again: `after` sends the status, this location and a fresh ETA. No job back means the database
+            // has it live already (this instance's list, reloaded by `tick`, was older): deliver as usual, never
+            // drop the position.
+            if job.state == .stale,
+                let revived = try? await database.transaction({ try await engine.markLive(job.jobId, on: $0) })
+            {
+                await after([revived])
                 continue
             }
             await namespace.emit("location", Self.location(job.jobId, position), toRoom: Self.room(job.jobId))
