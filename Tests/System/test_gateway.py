@@ -178,7 +178,7 @@ def test_socket_connections_from_one_address_are_limited(gateway, running_system
         held.append(WebSocketUpgrade(gateway, "127.0.0.6", port))
         assert held[-1].status == 101
 
-        held.pop().close()
+        held.pop(0).close()
 
         def another_opens():
             upgrade = WebSocketUpgrade(gateway, "127.0.0.5", port)
