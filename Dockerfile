@@ -1,8 +1,11 @@
 # syntax=docker/dockerfile:1
 #
-# One image with the five services and devtoken; the container's command picks which one runs, e.g.
+# Two images from one build. The default target, `runtime`, holds the five services; the container's command picks
+# which one runs, e.g.
 #   docker run --rm -e DATABASE_URL=... -e KAFKA_BROKERS=... ... IMAGE order-service
-# Configuration is by environment only (README, "Configuration"). docker-compose.yml runs the whole system.
+# `tools` (docker build --target tools) holds devtoken, which mints development tokens with a private key: it is
+# kept out of the runtime image. Configuration is by environment only (README, "Configuration");
+# docker-compose.yml runs the whole system.
 #
 # Build stage: the official Swift image (Debian 12) plus librdkafka's headers. The Swift runtime and Foundation
 # are linked statically, so the runtime stage needs only glibc, libstdc++, zlib and librdkafka from Debian.
@@ -29,24 +32,25 @@ COPY . .
 RUN --mount=type=cache,id=delivery-platform-swiftpm-${SWIFT_VERSION}-${TARGETARCH},target=/build/.build,sharing=locked \
     --mount=type=cache,id=delivery-platform-swiftpm-cache-${TARGETARCH},target=/root/.cache,sharing=locked \
     set -eu; \
-    products="order-service chat-service allocation-service location-service notification-service devtoken"; \
-    for product in $products; do \
+    services="order-service chat-service allocation-service location-service notification-service"; \
+    for product in $services devtoken; do \
         swift build -c release --static-swift-stdlib --product "$product"; \
     done; \
     bin="$(swift build -c release --show-bin-path)"; \
-    mkdir -p /staging/bin /staging/libexec; \
-    for product in $products; do \
+    mkdir -p /staging/bin /staging/tools /staging/libexec; \
+    for product in $services; do \
         install -m 0755 "$bin/$product" /staging/bin/; \
     done; \
-    strip --strip-debug /staging/bin/*; \
+    install -m 0755 "$bin/devtoken" /staging/tools/; \
+    strip --strip-debug /staging/bin/* /staging/tools/*; \
     cp -R "$bin"/*.resources /staging/bin/; \
     if [ -x /usr/libexec/swift/linux/swift-backtrace-static ]; then \
         cp /usr/libexec/swift/linux/swift-backtrace-static /staging/libexec/; \
     fi; \
-    ls -la /staging/bin
+    ls -la /staging/bin /staging/tools
 
-# Runtime stage.
-FROM debian:bookworm-slim
+# What both images share: Debian's libraries and a non-root user.
+FROM debian:bookworm-slim AS base
 
 # librdkafka1: Debian 12's 2.0.2 (fine against Apache Kafka; only the local Tansu broker needs 2.1+).
 # curl: the compose healthchecks (GET /ready). tini: PID 1, forwards SIGTERM for the graceful shutdown.
@@ -56,25 +60,34 @@ RUN export DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
         librdkafka1 libstdc++6 zlib1g ca-certificates tzdata curl tini \
     && rm -rf /var/lib/apt/lists/*
 
-# A non-root user. /keys is where docker-compose.yml mounts the dev JWT key pair; owned by that user so a fresh
-# named volume mounted there starts out writable for devtoken.
+# A non-root user.
 RUN groupadd --system --gid 10001 delivery \
     && useradd --system --uid 10001 --gid 10001 --home-dir /home/delivery --create-home \
-        --shell /usr/sbin/nologin delivery \
-    && install -d -o 10001 -g 10001 -m 0750 /keys
-
-COPY --from=build /staging/bin/ /usr/local/bin/
+        --shell /usr/sbin/nologin delivery
 COPY --from=build /staging/libexec/ /usr/local/libexec/swift/
 
 # Crash backtraces: a statically linked binary has to be told where the backtracer is.
 ENV SWIFT_BACKTRACE=enable=yes,sanitize=yes,threads=all,images=all,interactive=no,swift-backtrace=/usr/local/libexec/swift/swift-backtrace-static
+ENTRYPOINT ["/usr/bin/tini", "--"]
 
+# devtoken. docker-compose.yml keeps the dev JWT key pair in /keys and hands the public half to the services in
+# /jwt; both are owned by the user, so fresh named volumes mounted there start out writable.
+FROM base AS tools
+RUN install -d -o 10001 -g 10001 -m 0750 /keys \
+    && install -d -o 10001 -g 10001 -m 0755 /jwt
+COPY --from=build /staging/tools/ /usr/local/bin/
 USER 10001:10001
 WORKDIR /home/delivery
-# docker-compose.yml runs every service with HTTP_PORT=8080 (without it each listens on its own default, 8081-8085).
-EXPOSE 8080
-
-# The command is the program: order-service, chat-service, allocation-service, location-service,
-# notification-service or devtoken (with its arguments).
-ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["devtoken", "--help"]
+
+# The services (the default target): no devtoken, no key.
+FROM base AS runtime
+COPY --from=build /staging/bin/ /usr/local/bin/
+USER 10001:10001
+WORKDIR /home/delivery
+# docker-compose.yml runs every service with HTTP_HOST=0.0.0.0 and HTTP_PORT=8080 (without them each listens on its
+# own default port, 8081-8085).
+EXPOSE 8080
+# The command is the service: order-service, chat-service, allocation-service, location-service or
+# notification-service.
+CMD ["order-service"]

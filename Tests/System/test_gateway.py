@@ -1,8 +1,19 @@
-"""The gateway itself: TLS only, routing, WebSockets, its own errors in the services' JSON shape."""
+"""The gateway itself: TLS only, routing, WebSockets, its own errors in the services' JSON shape, and its limits per
+client address."""
+import json
+import math
+import socket
+import ssl
+import time
+
 import pytest
 import requests
 
 import gateway_kit
+import system
+
+LIMITS = system.GATEWAY_LIMITS
+RATE_LIMITED = {"error": {"code": "RATE_LIMITED", "message": "Too many requests from this address; retry shortly."}}
 
 
 def test_plain_http_redirects_to_https(running_system):
@@ -51,3 +62,132 @@ def test_each_socket_path_upgrades_to_websocket_over_tls(cast, kind, role):
         assert gateway_kit.until(lambda: client.client.transport() == "websocket", "the WebSocket upgrade", 10)
     finally:
         client.close()
+
+
+# Limits. Local runs exempt 127.0.0.1 (every other test's address); any other loopback address reaches the gateway as
+# a client of its own and gets the deployment's limits (system.GATEWAY_LIMITS), so each test floods from its own.
+
+
+class FromAddress(requests.adapters.HTTPAdapter):
+    """Connections from one local address (any of 127.0.0.0/8), so the gateway sees a client of its own."""
+
+    def __init__(self, address):
+        self.address = address
+        super().__init__()
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, source_address=(self.address, 0), **kwargs)
+
+
+def session_from(gateway, address, token=None):
+    session = gateway.session(token)
+    session.mount("https://", FromAddress(address))
+    return session
+
+
+def assert_rate_limited(status, headers, body):
+    assert status == 429
+    assert headers["Content-Type"] == "application/json"
+    assert headers["Retry-After"] == "1"
+    assert headers["X-Request-ID"]
+    assert body == RATE_LIMITED
+
+
+def flood(session, url, count):
+    """`count` calls one after another: (the answers that passed, those refused with 429, seconds it took)."""
+    started = time.monotonic()
+    answers = [session.get(url, timeout=5) for _ in range(count)]
+    elapsed = time.monotonic() - started
+    refused = [answer for answer in answers if answer.status_code == 429]
+    return [answer for answer in answers if answer.status_code != 429], refused, elapsed
+
+
+def test_a_flood_of_rest_calls_from_one_address_gets_429_json_while_other_addresses_pass(gateway):
+    token = gateway.token("rest-flooder", "customer", "Flooder")
+    url = f"{gateway.url}/v1/chat/quick-replies"
+    rate, burst = LIMITS["GATEWAY_REST_RATE"], LIMITS["GATEWAY_REST_BURST"]
+
+    passed, refused, elapsed = flood(session_from(gateway, "127.0.0.2", token), url, 3 * burst)
+
+    assert {answer.status_code for answer in passed} == {200}
+    assert burst <= len(passed) <= burst + 2 + math.ceil(elapsed * rate), elapsed
+    assert refused
+    assert_rate_limited(refused[0].status_code, refused[0].headers, refused[0].json())
+    assert session_from(gateway, "127.0.0.3", token).get(url, timeout=5).status_code == 200
+    # At the permitted pace the flooding address is served again.
+    time.sleep(2 / rate)
+    assert session_from(gateway, "127.0.0.2", token).get(url, timeout=5).status_code == 200
+
+
+def test_a_flood_of_socket_handshakes_from_one_address_gets_429_json(gateway):
+    url = f"{gateway.url}/orders/socket.io/?EIO=4&transport=polling"
+    rate, burst = LIMITS["GATEWAY_SOCKET_RATE"], LIMITS["GATEWAY_SOCKET_BURST"]
+
+    passed, refused, elapsed = flood(session_from(gateway, "127.0.0.4"), url, 3 * burst)
+
+    assert {answer.status_code for answer in passed} == {200}
+    assert all(answer.text.startswith('0{"sid":') for answer in passed)
+    assert burst <= len(passed) <= burst + 2 + math.ceil(elapsed * rate), elapsed
+    assert refused
+    assert_rate_limited(refused[0].status_code, refused[0].headers, refused[0].json())
+    assert session_from(gateway, "127.0.0.3").get(url, timeout=5).status_code == 200
+
+
+class WebSocketUpgrade:
+    """A raw WebSocket upgrade of an Engine.IO connection through the gateway, sent from `address`; the connection
+    stays open (holding its place in the gateway's count) until closed."""
+
+    def __init__(self, gateway, address, port):
+        context = ssl.create_default_context(cafile=gateway.certificate)
+        connection = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(address, 0))
+        self.connection = context.wrap_socket(connection, server_hostname="127.0.0.1")
+        self.connection.sendall(
+            b"GET /orders/socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = self.connection.recv(4096)
+            assert chunk, f"the gateway closed the connection after {received!r}"
+            received += chunk
+        head, self.body = received.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        self.status = int(lines[0].split()[1])
+        self.headers = requests.structures.CaseInsensitiveDict(line.split(": ", 1) for line in lines[1:])
+        while len(self.body) < int(self.headers.get("Content-Length", 0)):
+            self.body += self.connection.recv(4096)
+
+    def close(self):
+        self.connection.close()
+
+
+def test_socket_connections_from_one_address_are_limited(gateway, running_system):
+    limit, rate = LIMITS["GATEWAY_SOCKET_CONNECTIONS"], LIMITS["GATEWAY_SOCKET_RATE"]
+    assert limit <= LIMITS["GATEWAY_SOCKET_BURST"], "the sockets below open within one burst"
+    port = running_system.profile.gateway_https_port
+    held = []
+    try:
+        for _ in range(limit):
+            held.append(WebSocketUpgrade(gateway, "127.0.0.5", port))
+            assert held[-1].status == 101
+        # The request rate has room again: what refuses the next socket is the number open.
+        time.sleep(2 / rate)
+        refused = WebSocketUpgrade(gateway, "127.0.0.5", port)
+        refused.close()
+        assert_rate_limited(refused.status, refused.headers, json.loads(refused.body))
+        held.append(WebSocketUpgrade(gateway, "127.0.0.6", port))
+        assert held[-1].status == 101
+
+        held.pop(0).close()
+
+        def another_opens():
+            upgrade = WebSocketUpgrade(gateway, "127.0.0.5", port)
+            if upgrade.status == 101:
+                held.append(upgrade)
+                return True
+            upgrade.close()
+            return False
+        assert gateway_kit.until(another_opens, "a socket in place of the closed one", 5)
+    finally:
+        for upgrade in held:
+            upgrade.close()

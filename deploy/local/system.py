@@ -35,6 +35,15 @@ SERVICES = {
     "notification-service": "NOTIFICATION_SERVICE",
 }
 
+# The gateway's limits per client address, as in docker-compose.yml (deploy/gateway/gateway.conf.template). Local
+# clients (the demo, the system tests, the benchmarks) all come from 127.0.0.1, which is exempt; any other address,
+# e.g. 127.0.0.2, is limited.
+GATEWAY_LIMITS = {
+    "GATEWAY_REST_RATE": 20, "GATEWAY_REST_BURST": 100,
+    "GATEWAY_SOCKET_RATE": 10, "GATEWAY_SOCKET_BURST": 50, "GATEWAY_SOCKET_CONNECTIONS": 50,
+    "GATEWAY_RATE_LIMIT_EXEMPT": "127.0.0.1/32",
+}
+
 
 @dataclasses.dataclass
 class Profile:
@@ -286,11 +295,12 @@ class System:
             "GATEWAY_RUNTIME": directory, "GATEWAY_CONF": directory / "gateway.conf",
             # As root, nginx's workers would otherwise run as nobody, who cannot write the temp folders here.
             "NGINX_USER": "user root;" if os.geteuid() == 0 else "",
+            **GATEWAY_LIMITS,
         }
         values.update({variable: f"127.0.0.1:{self.profile.service_ports[name]}" for name, variable in SERVICES.items()})
         (directory / "gateway.conf").write_text(render(GATEWAY_TEMPLATES / "gateway.conf.template", values))
         (directory / "nginx.conf").write_text(render(GATEWAY_TEMPLATES / "nginx.conf.template", values))
-        shutil.copy(GATEWAY_TEMPLATES / "socket.conf", directory / "socket.conf")
+        (directory / "socket.conf").write_text(render(GATEWAY_TEMPLATES / "socket.conf.template", values))
         check = subprocess.run([nginx_executable(), "-t", "-p", directory, "-c", directory / "nginx.conf"],
                                capture_output=True, text=True)
         if check.returncode != 0:
