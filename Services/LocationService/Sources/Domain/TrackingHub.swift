@@ -101,7 +101,8 @@ package final class TrackingHub: Sendable {
                 }
                 continue
             }
-            await namespace.emit("location", Self.location(job.jobId, position), toRoom: Self.room(job.jobId))
+            // Only the latest position matters: a watcher that reads slowly gets it instead of a backlog.
+            await namespace.emit("location", Self.location(job.jobId, position), toRoom: Self.room(job.jobId), latestKey: job.jobId)
             refreshEta(job, position: position, courierId: courierId)
         }
     }
