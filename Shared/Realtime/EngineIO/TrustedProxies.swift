@@ -29,6 +29,7 @@ package struct TrustedProxies: Sendable, Equatable {
     /// An entry that is not an IP address or an IPv4 range.
     package struct InvalidEntry: Error, Equatable {
         package var entry: String
+        package init(entry: String) { self.entry = entry }
     }
 
     /// Whether `address` (an IP address) is a trusted proxy.
