@@ -192,6 +192,8 @@ let package = Package(
                 "Realtime", "TestSupport", "ServiceKit", "Contracts", "Kafka",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             exclude: ["python"],
             swiftSettings: swiftSettings

@@ -20,7 +20,12 @@ from scenario_kit import SocketClient  # noqa: E402
 PROFILE = system.Profile(
     name="bench-gateway", postgres_port=27432, broker_port=27092, gateway_http_port=27080, gateway_https_port=27443,
     service_ports=dict(zip(system.SERVICES, range(27081, 27086))),
-    service_environment={"LOG_LEVEL": "warning"},
+    service_environment={
+        "LOG_LEVEL": "warning",
+        # The acknowledgements go back to back: lift the per-socket event limit (20 a second by default).
+        "SOCKETIO_RATE_LIMIT_PER_SECOND": "100000",
+        "SOCKETIO_RATE_LIMIT_BURST": "100000",
+    },
 )
 
 

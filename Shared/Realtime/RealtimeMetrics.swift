@@ -6,4 +6,14 @@ enum RealtimeMetrics {
     static let packetsOut = Counter(label: "socketio_packets_out_total")
     static let ackTimeouts = Counter(label: "socketio_ack_timeouts_total")
     static let rateLimited = Counter(label: "socketio_rate_limited_total")
+    /// Connections closed because more than the outbound limit waited for a peer that does not read.
+    static let outboundOverflows = Counter(
+        label: "socketio_backlog_overflows_total", dimensions: [("direction", "outbound")])
+    /// Connections closed because more packets waited to be handled than the inbound limit allows.
+    static let inboundOverflows = Counter(
+        label: "socketio_backlog_overflows_total", dimensions: [("direction", "inbound")])
+    /// Handshakes refused because their client address held the most sessions it may.
+    static let sessionsRefused = Counter(label: "socketio_sessions_refused_total")
+    /// Sockets disconnected because their access token expired.
+    static let tokenExpiries = Counter(label: "socketio_token_expiries_total")
 }

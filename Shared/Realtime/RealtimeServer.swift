@@ -15,10 +15,14 @@ package final class RealtimeServer: Service, Sendable {
     private let adapter: (any RealtimeAdapter)?
     private let logger: Logger
 
-    package init(configuration: EngineConfiguration, adapter: (any RealtimeAdapter)? = nil, logger: Logger) {
+    package init(
+        configuration: EngineConfiguration,
+        socketIO socketIOConfiguration: SocketIOConfiguration = SocketIOConfiguration(),
+        adapter: (any RealtimeAdapter)? = nil, logger: Logger
+    ) {
         var configuration = configuration
         if configuration.connectTimeout == nil { configuration.connectTimeout = .seconds(45) }
-        let socketIO = SocketIOServer(adapter: adapter, logger: logger)
+        let socketIO = SocketIOServer(configuration: socketIOConfiguration, adapter: adapter, logger: logger)
         self.socketIO = socketIO
         self.engine = EngineServer(configuration: configuration, handler: socketIO, logger: logger)
         self.adapter = adapter
@@ -37,7 +41,9 @@ package final class RealtimeServer: Service, Sendable {
                 if let adapter {
                     group.addTask { [socketIO = self.socketIO] in
                         try await cancelWhenGracefulShutdown {
-                            try await adapter.run(origin: socketIO.instanceId) { broadcast in socketIO.deliver(broadcast) }
+                            try await adapter.run(origin: socketIO.instanceId) { broadcast in
+                                socketIO.deliver(broadcast)
+                            }
                         }
                     }
                 }
@@ -62,9 +68,9 @@ package enum RealtimeServerBuilder {
                 ws: WebSocketServerConfiguration(
                     maxFrameSize: maxFrameSize, autoPing: .disabled, closeTimeout: .seconds(5))
             )
-        ) { head, _, _ in
+        ) { head, channel, _ in
             for server in servers {
-                if let result = server.shouldUpgrade(head) { return result }
+                if let result = server.shouldUpgrade(head, channel: channel) { return result }
             }
             return .dontUpgrade
         }

@@ -14,15 +14,51 @@ package struct RealtimeSettings: Sendable {
     package var pingTimeout: Duration
     /// `SOCKETIO_MAX_PAYLOAD`, default 1,000,000 bytes.
     package var maxPayload: Int
+    /// `SOCKETIO_CONNECT_TIMEOUT_MS`, default 20000: a session that joins no namespace within it is closed.
+    package var connectTimeout: Duration
+    /// `SOCKETIO_OUTBOUND_BACKLOG_BYTES`, default 1 MiB: bytes that may wait for one client that does not read.
+    package var outboundBacklogLimit: Int
+    /// `SOCKETIO_INBOUND_BACKLOG_BYTES`, default 1 MiB: bytes of one connection's packets that may wait to be
+    /// handled.
+    package var inboundBacklogLimit: Int
+    /// `SOCKETIO_RATE_LIMIT_PER_SECOND` (default 20) and `SOCKETIO_RATE_LIMIT_BURST` (default 50): events per
+    /// socket in namespaces that set no limit of their own.
+    package var rateLimit: SocketIORateLimit
+    /// `SOCKETIO_MAX_SESSIONS_PER_ADDRESS`, default 50 (0: no limit): open sessions per client address.
+    package var maxSessionsPerAddress: Int?
+    /// `SOCKETIO_TRUSTED_PROXIES`, default `127.0.0.1,::1`: addresses or IPv4 CIDR ranges of proxies whose
+    /// `X-Forwarded-For` / `X-Real-IP` name the client.
+    package var trustedProxies: TrustedProxies
 
     package init(environment: ServiceEnvironment) throws(ConfigurationError) {
         path = environment.optional("SOCKETIO_PATH") ?? "/socket.io"
         guard path.hasPrefix("/") else {
             throw ConfigurationError(variable: "SOCKETIO_PATH", problem: "'\(path)' must start with /")
         }
-        pingInterval = try environment.milliseconds("SOCKETIO_PING_INTERVAL_MS", default: .seconds(25), in: 100...600_000)
+        pingInterval = try environment.milliseconds(
+            "SOCKETIO_PING_INTERVAL_MS", default: .seconds(25), in: 100...600_000)
         pingTimeout = try environment.milliseconds("SOCKETIO_PING_TIMEOUT_MS", default: .seconds(20), in: 100...600_000)
         maxPayload = try environment.int("SOCKETIO_MAX_PAYLOAD", default: 1_000_000, in: 1_024...100_000_000)
+        connectTimeout = try environment.milliseconds(
+            "SOCKETIO_CONNECT_TIMEOUT_MS", default: .seconds(20), in: 100...600_000)
+        outboundBacklogLimit = try environment.int(
+            "SOCKETIO_OUTBOUND_BACKLOG_BYTES", default: 1 << 20, in: 1_024...1_000_000_000)
+        inboundBacklogLimit = try environment.int(
+            "SOCKETIO_INBOUND_BACKLOG_BYTES", default: 1 << 20, in: 1_024...1_000_000_000)
+        rateLimit = SocketIORateLimit(
+            eventsPerSecond: try environment.double("SOCKETIO_RATE_LIMIT_PER_SECOND", default: 20, in: 0.1...100_000),
+            burst: try environment.int("SOCKETIO_RATE_LIMIT_BURST", default: 50, in: 1...1_000_000)
+        )
+        let sessions = try environment.int("SOCKETIO_MAX_SESSIONS_PER_ADDRESS", default: 50, in: 0...10_000_000)
+        maxSessionsPerAddress = sessions == 0 ? nil : sessions
+        let proxies = (environment.optional("SOCKETIO_TRUSTED_PROXIES") ?? "127.0.0.1,::1")
+            .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        do {
+            trustedProxies = try TrustedProxies(proxies)
+        } catch {
+            throw ConfigurationError(
+                variable: "SOCKETIO_TRUSTED_PROXIES", problem: "'\(error.entry)' is not an IP address or IPv4 range")
+        }
     }
 }
 
@@ -36,11 +72,21 @@ extension ServicePlatform {
         engine.pingInterval = settings.pingInterval
         engine.pingTimeout = settings.pingTimeout
         engine.maxPayload = settings.maxPayload
+        engine.connectTimeout = settings.connectTimeout
+        engine.outboundBacklogLimit = settings.outboundBacklogLimit
+        engine.maxSessionsPerAddress = settings.maxSessionsPerAddress
+        engine.trustedProxies = settings.trustedProxies
+        var socketIO = SocketIOConfiguration()
+        socketIO.rateLimit = settings.rateLimit
+        socketIO.inboundBacklogLimit = settings.inboundBacklogLimit
         let topic = "realtime.\(configuration.serviceName)"
         let client = configuration.kafka.clientConfiguration(clientId: configuration.serviceName)
         do {
             try await KafkaAdmin.createTopics(
-                [KafkaTopicSpecification(name: topic, partitions: 1, replicationFactor: configuration.kafka.topicReplicationFactor)],
+                [
+                    KafkaTopicSpecification(
+                        name: topic, partitions: 1, replicationFactor: configuration.kafka.topicReplicationFactor)
+                ],
                 client: client, timeout: .seconds(5), logger: logger
             )
         } catch {
@@ -50,12 +96,13 @@ extension ServicePlatform {
             topic: topic, producer: producer,
             consumer: consumerConfiguration(name: "realtime.\(UUID().uuidString.lowercased())"), logger: logger
         )
-        return RealtimeServer(configuration: engine, adapter: adapter, logger: logger)
+        return RealtimeServer(configuration: engine, socketIO: socketIO, adapter: adapter, logger: logger)
     }
 
     /// The application with `realtime` mounted: its polling routes on `router`, WebSocket upgrades, and the
     /// realtime server stopping (disconnecting every socket) before the HTTP server.
-    package func makeApplication(router: Router<ServiceRequestContext>, realtime: RealtimeServer) -> ServiceApplication {
+    package func makeApplication(router: Router<ServiceRequestContext>, realtime: RealtimeServer) -> ServiceApplication
+    {
         realtime.addRoutes(to: router)
         return makeApplication(
             router: router, server: RealtimeServerBuilder.http1WithWebSockets([realtime.engine]),

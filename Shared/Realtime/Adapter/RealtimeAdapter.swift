@@ -15,6 +15,8 @@ package struct RealtimeBroadcast: Codable, Sendable, Equatable {
     package var packet: String
     /// Its binary attachments, base64.
     package var attachments: [String]
+    /// Set for emits of which only the latest matters: a pending one with the same key is replaced.
+    package var latestKey: String?
 }
 
 /// Carries broadcasts between the instances of a service, so an emit to a room reaches sockets held by any
@@ -48,7 +50,8 @@ package struct KafkaRealtimeAdapter: RealtimeAdapter {
 
     package func publish(_ broadcast: RealtimeBroadcast) async throws {
         try await producer.send(
-            topic: topic, key: Self.key(origin: broadcast.origin) + broadcast.namespace + "|" + (broadcast.rooms.first ?? ""),
+            topic: topic,
+            key: Self.key(origin: broadcast.origin) + broadcast.namespace + "|" + (broadcast.rooms.first ?? ""),
             value: try ContractCoding.encode(broadcast)
         )
     }

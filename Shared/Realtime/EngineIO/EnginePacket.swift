@@ -36,6 +36,14 @@ package struct EnginePacket: Sendable, Equatable {
         self.payload = payload
     }
 
+    /// The size of the packet's payload in bytes (what it costs while it waits in a queue).
+    var byteCount: Int {
+        switch payload {
+        case .text(let text): text.utf8.count + 1
+        case .binary(let bytes): bytes.count
+        }
+    }
+
     /// The text of a WebSocket text frame (`4hello`), or nil for a binary message.
     package var webSocketText: String? {
         guard case .text(let text) = payload else { return nil }

@@ -21,6 +21,13 @@ package struct EngineConfiguration: Sendable {
     package var upgradeTimeout: Duration = .seconds(10)
     /// A session that the layer above has not claimed within this time is closed (Socket.IO's connectTimeout).
     package var connectTimeout: Duration?
+    /// The most bytes that may wait for one peer (WebSocket output or the polling buffer); a peer that lets more
+    /// pile up is disconnected.
+    package var outboundBacklogLimit: Int = 1 << 20
+    /// The most open sessions per client address (nil: no limit); a handshake over it is answered 429.
+    package var maxSessionsPerAddress: Int?
+    /// Which peers' `X-Forwarded-For` / `X-Real-IP` name the client (the gateway's address).
+    package var trustedProxies = TrustedProxies.loopback
 
     package init() {}
 }
@@ -46,7 +53,13 @@ package final class EngineServer: Service, Sendable {
     package let configuration: EngineConfiguration
     private let handler: any EngineHandler
     private let logger: Logger
-    private let sessions = Mutex<[String: EngineSession]>([:])
+    private struct Sessions {
+        var byId: [String: EngineSession] = [:]
+        /// Open sessions per client address (addresses with none are removed).
+        var perAddress: [String: Int] = [:]
+    }
+
+    private let sessions = Mutex(Sessions())
     private let started: AsyncStream<EngineSession>
     private let starter: AsyncStream<EngineSession>.Continuation
     private let acceptingSessions = Atomic<Bool>(true)
@@ -59,7 +72,7 @@ package final class EngineServer: Service, Sendable {
     }
 
     /// The number of open sessions.
-    package var sessionCount: Int { sessions.withLock { $0.count } }
+    package var sessionCount: Int { sessions.withLock { $0.byId.count } }
 
     package func run() async throws {
         await withGracefulShutdownHandler {
@@ -77,7 +90,7 @@ package final class EngineServer: Service, Sendable {
     package func shutDown() {
         acceptingSessions.store(false, ordering: .releasing)
         starter.finish()
-        for session in sessions.withLock({ Array($0.values) }) {
+        for session in sessions.withLock({ Array($0.byId.values) }) {
             session.close(.serverShutdown)
         }
     }
@@ -89,26 +102,61 @@ package final class EngineServer: Service, Sendable {
         )
         await handler.serve(session)
         await session.waitUntilClosed()
-        sessions.withLock { _ = $0.removeValue(forKey: session.id) }
+        remove(session)
         await handler.closed(session, reason: session.closeReason ?? .serverClose)
     }
 
+    /// Why a handshake opened no session.
+    private enum Refusal: Error {
+        case shuttingDown
+        case tooManySessions
+    }
+
     private func openSession(
-        query: [String: String], headers: HTTPFields, webSocket: AsyncStream<EnginePacket>.Continuation?
-    )
-        -> EngineSession?
-    {
-        guard acceptingSessions.load(ordering: .acquiring) else { return nil }
-        var headerValues: [String: String] = [:]
-        for field in headers { headerValues[field.name.canonicalName] = field.value }
-        let session = EngineSession(id: Self.makeSessionId(), query: query, headers: headerValues, webSocket: webSocket)
-        handler.opened(session)
-        sessions.withLock { $0[session.id] = session }
-        guard case .enqueued = starter.yield(session) else {
-            sessions.withLock { _ = $0.removeValue(forKey: session.id) }
-            return nil
+        query: [String: String], headers: HTTPFields, peer: SocketAddress?, transport: EngineSession.Transport
+    ) -> Result<EngineSession, Refusal> {
+        guard acceptingSessions.load(ordering: .acquiring) else { return .failure(.shuttingDown) }
+        let headerValues = Self.headerValues(headers)
+        let address = configuration.trustedProxies.clientAddress(peer: peer, headers: headerValues)
+        let session = EngineSession(
+            id: Self.makeSessionId(), query: query, headers: headerValues, clientAddress: address,
+            transport: transport, outboundLimit: configuration.outboundBacklogLimit
+        )
+        let admitted = sessions.withLock { sessions in
+            if let address, let limit = configuration.maxSessionsPerAddress {
+                guard sessions.perAddress[address, default: 0] < limit else { return false }
+                sessions.perAddress[address, default: 0] += 1
+            }
+            sessions.byId[session.id] = session
+            return true
         }
-        return session
+        guard admitted else {
+            RealtimeMetrics.sessionsRefused.increment()
+            return .failure(.tooManySessions)
+        }
+        handler.opened(session)
+        guard case .enqueued = starter.yield(session) else {
+            remove(session)
+            return .failure(.shuttingDown)
+        }
+        return .success(session)
+    }
+
+    private func remove(_ session: EngineSession) {
+        sessions.withLock { sessions in
+            guard sessions.byId.removeValue(forKey: session.id) != nil, let address = session.clientAddress,
+                configuration.maxSessionsPerAddress != nil
+            else { return }
+            sessions.perAddress[address, default: 1] -= 1
+            if sessions.perAddress[address] == 0 { sessions.perAddress.removeValue(forKey: address) }
+        }
+    }
+
+    private static func refusalResponse(_ refusal: Refusal) -> Response {
+        switch refusal {
+        case .shuttingDown: error(.serviceUnavailable, code: 3, "Server shutting down")
+        case .tooManySessions: error(.tooManyRequests, code: 4, "Too many sessions from this address")
+        }
     }
 
     private func openPacket(for session: EngineSession, upgrades: [String]) -> EnginePacket {
@@ -183,17 +231,25 @@ package final class EngineServer: Service, Sendable {
             return Self.error(.badRequest, code: 0, "Transport unknown")
         }
         guard transport == "polling" else {
-            // A WebSocket request that was not upgraded (bad sid, session already upgraded, or no Upgrade header).
+            // A WebSocket request that was not upgraded (bad sid, session already upgraded, too many sessions from
+            // its address, or no Upgrade header).
+            let peer = (context as? any RemoteAddressRequestContext)?.remoteAddress
+            if query["sid"] == nil, atSessionLimit(peer: peer, headers: request.headers) {
+                return Self.refusalResponse(.tooManySessions)
+            }
             return Self.error(.badRequest, code: 3, "Bad request")
         }
         guard let sid = query["sid"] else {
             guard request.method == .get else { return Self.error(.badRequest, code: 2, "Bad handshake method") }
-            guard let session = openSession(query: query, headers: request.headers, webSocket: nil) else {
-                return Self.error(.serviceUnavailable, code: 3, "Server shutting down")
+            let peer = (context as? any RemoteAddressRequestContext)?.remoteAddress
+            switch openSession(query: query, headers: request.headers, peer: peer, transport: .polling) {
+            case .success(let session):
+                return Self.text(EnginePacket.encodePayload([openPacket(for: session, upgrades: ["websocket"])]))
+            case .failure(let refusal):
+                return Self.refusalResponse(refusal)
             }
-            return Self.text(EnginePacket.encodePayload([openPacket(for: session, upgrades: ["websocket"])]))
         }
-        guard let session = sessions.withLock({ $0[sid] }) else {
+        guard let session = sessions.withLock({ $0.byId[sid] }) else {
             return Self.error(.badRequest, code: 1, "Session ID unknown")
         }
         switch request.method {
@@ -265,46 +321,72 @@ package final class EngineServer: Service, Sendable {
 
     // MARK: WebSocket
 
-    /// Whether a WebSocket upgrade request on `head` is for this server and acceptable; nil if not its path.
-    package func shouldUpgrade(_ head: HTTPRequest) -> ShouldUpgradeResult<
+    /// Whether the client behind `peer` (and the proxy headers) holds as many sessions as it may.
+    private func atSessionLimit(peer: SocketAddress?, headers: HTTPFields) -> Bool {
+        guard let limit = configuration.maxSessionsPerAddress,
+            let address = configuration.trustedProxies.clientAddress(peer: peer, headers: Self.headerValues(headers))
+        else { return false }
+        return sessions.withLock { $0.perAddress[address, default: 0] >= limit }
+    }
+
+    /// Header values by lower-cased name (the last of repeated fields wins).
+    static func headerValues(_ headers: HTTPFields) -> [String: String] {
+        var values: [String: String] = [:]
+        for field in headers { values[field.name.canonicalName] = field.value }
+        return values
+    }
+
+    /// Whether a WebSocket upgrade request on `head` (arriving on `channel`) is for this server and acceptable;
+    /// nil if not its path.
+    package func shouldUpgrade(_ head: HTTPRequest, channel: any Channel) -> ShouldUpgradeResult<
         WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>
     >? {
         guard let target = head.path, Self.pathMatches(target, configuration.path) else { return nil }
         let query = Self.query(of: target.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? "")
         guard query["EIO"] == "4", query["transport"] == "websocket" else { return .dontUpgrade }
         if let sid = query["sid"] {
-            guard let session = sessions.withLock({ $0[sid] }), !session.isWebSocket, session.upgradeState == .none
+            guard let session = sessions.withLock({ $0.byId[sid] }), !session.isWebSocket,
+                session.upgradeState == .none
             else {
                 return .dontUpgrade
             }
             return .upgrade([:]) { inbound, outbound, _ in
-                await self.upgrade(session, inbound: inbound, outbound: outbound)
+                await self.upgrade(session, channel: channel, inbound: inbound, outbound: outbound)
             }
         }
         let headers = head.headerFields
+        // A refused handshake is answered by `respond(to:context:)` with the protocol's error.
+        if atSessionLimit(peer: channel.remoteAddress, headers: headers) { return .dontUpgrade }
         return .upgrade([:]) { inbound, outbound, _ in
-            await self.serveWebSocket(query: query, headers: headers, inbound: inbound, outbound: outbound)
+            await self.serveWebSocket(
+                query: query, headers: headers, channel: channel, inbound: inbound, outbound: outbound)
         }
     }
 
     /// A session that starts on WebSocket.
     private func serveWebSocket(
-        query: [String: String], headers: HTTPFields, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter
+        query: [String: String], headers: HTTPFields, channel: any Channel, inbound: WebSocketInboundStream,
+        outbound: WebSocketOutboundWriter
     ) async {
-        let (frames, writer) = AsyncStream.makeStream(of: EnginePacket.self)
-        guard let session = openSession(query: query, headers: headers, webSocket: writer) else { return }
+        let opened = openSession(
+            query: query, headers: headers, peer: channel.remoteAddress, transport: .webSocket(channel))
+        guard case .success(let session) = opened else {
+            // Raced past the check in `shouldUpgrade`: the socket closes with a policy violation.
+            try? await outbound.close(.policyViolation, reason: "Too many sessions from this address")
+            return
+        }
         session.send([openPacket(for: session, upgrades: [])])
         await pump(
-            session, frames: frames, inbound: inbound.messages(maxSize: configuration.maxPayload).makeAsyncIterator(),
+            session, inbound: inbound.messages(maxSize: configuration.maxPayload).makeAsyncIterator(),
             outbound: outbound)
     }
 
     /// The upgrade of a polling session: `2probe`/`3probe`, then `5`, within the upgrade timeout.
-    private func upgrade(_ session: EngineSession, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter)
-        async
-    {
+    private func upgrade(
+        _ session: EngineSession, channel: any Channel, inbound: WebSocketInboundStream,
+        outbound: WebSocketOutboundWriter
+    ) async {
         var messages = inbound.messages(maxSize: configuration.maxPayload).makeAsyncIterator()
-        let (frames, writer) = AsyncStream.makeStream(of: EnginePacket.self)
         let completed = await withTaskGroup(of: Void.self) { group in
             group.addTask { [configuration] in
                 // An upgrade that stalls is abandoned: closing the socket ends the reads below.
@@ -316,7 +398,7 @@ package final class EngineServer: Service, Sendable {
                 guard case .text("2probe") = try await messages.next(), session.beginUpgrade() else { return false }
                 try await outbound.write(.text("3probe"))
                 guard case .text("5") = try await messages.next() else { return false }
-                session.completeUpgrade(writer: writer)
+                session.completeUpgrade(channel: channel)
                 return true
             } catch {
                 return false
@@ -326,27 +408,31 @@ package final class EngineServer: Service, Sendable {
             session.cancelUpgrade()
             return
         }
-        await pump(session, frames: frames, inbound: messages, outbound: outbound)
+        await pump(session, inbound: messages, outbound: outbound)
     }
 
     /// Writes the session's packets (in a child task) and reads the peer's until either side ends the session.
     private func pump(
-        _ session: EngineSession, frames: AsyncStream<EnginePacket>,
-        inbound: WebSocketInboundMessageStream.AsyncIterator,
+        _ session: EngineSession, inbound: WebSocketInboundMessageStream.AsyncIterator,
         outbound: WebSocketOutboundWriter
     ) async {
         var inbound = inbound
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                for await packet in frames {
-                    do {
-                        if let text = packet.webSocketText {
-                            try await outbound.write(.text(text))
-                        } else if case .binary(let bytes) = packet.payload {
-                            try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
+                var written = 0
+                while let batch = await session.nextWebSocketBatch(written: written) {
+                    written = 0
+                    for packet in batch {
+                        do {
+                            if let text = packet.webSocketText {
+                                try await outbound.write(.text(text))
+                            } else if case .binary(let bytes) = packet.payload {
+                                try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
+                            }
+                        } catch {
+                            session.close(.transportError)
                         }
-                    } catch {
-                        session.close(.transportError)
+                        written += packet.byteCount
                     }
                 }
                 // The session closed and its last packets are written: end the socket, which ends the reads.

@@ -13,6 +13,10 @@ package enum EngineCloseReason: String, Sendable {
     case protocolError = "parse error"
     case serverClose = "server close"
     case serverShutdown = "server shutting down"
+    /// More bytes waited for the peer than the outbound limit allows: it does not read (fast enough).
+    case outboundBacklogFull = "outbound backlog full"
+    /// More packets waited to be handled than the inbound limit allows: it sends faster than they are handled.
+    case inboundBacklogFull = "inbound backlog full"
 }
 
 /// A message from the peer: the payload of an Engine.IO message packet.
@@ -31,17 +35,24 @@ enum PollResult: Sendable {
 }
 
 /// One Engine.IO session: its transport (polling, then possibly WebSocket), outgoing queue and heartbeat state.
-/// Sending never blocks: packets are queued for the next poll or handed to the WebSocket writer.
+/// Sending never blocks: packets wait in one queue, bounded in bytes, for the next poll or the WebSocket writer.
+/// A peer that lets more than the limit pile up (it does not read) is disconnected rather than buffered for.
 package final class EngineSession: Sendable {
     package let id: String
     /// The query of the request that opened the session.
     package let query: [String: String]
     /// The headers of the request that opened the session (lower-cased names).
     package let headers: [String: String]
+    /// The client's address (the peer's, or the one a trusted proxy forwarded), if known.
+    package let clientAddress: String?
+    /// The most bytes of packets that may wait for the peer (queued, or taken by the WebSocket writer and not
+    /// yet written).
+    let outboundLimit: Int
 
     enum Transport: Sendable {
         case polling
-        case webSocket(AsyncStream<EnginePacket>.Continuation)
+        /// The channel is closed at once when the session is closed for an overflowing backlog.
+        case webSocket((any Channel)?)
     }
 
     enum UpgradeState: Sendable {
@@ -50,11 +61,20 @@ package final class EngineSession: Sendable {
         case done
     }
 
+    /// A packet waiting for the peer; one with a key is replaced by a later packet with the same key.
+    struct Outgoing: Sendable {
+        var packet: EnginePacket
+        var latestKey: String?
+    }
+
     struct State: Sendable {
         var transport: Transport
         var upgrade: UpgradeState = .none
-        var queue: [EnginePacket] = []
+        var queue: [Outgoing] = []
+        /// Bytes in `queue` plus those the WebSocket writer took and has not written yet.
+        var pendingBytes = 0
         var pollWaiter: CheckedContinuation<PollResult, Never>?
+        var writerWaiter: CheckedContinuation<[EnginePacket]?, Never>?
         var closeReason: EngineCloseReason?
         var closeWaiters: [CheckedContinuation<Void, Never>] = []
         /// A ping is out and its pong has not come yet.
@@ -64,18 +84,29 @@ package final class EngineSession: Sendable {
         var connectTimer: Scheduled<Void>?
         var closeHandlers: [@Sendable () -> Void] = []
         var claimed = false
+
+        /// Takes the whole queue (its bytes stay pending when `stillPending`, until the writer reports them written).
+        mutating func takeQueue(stillPending: Bool) -> [EnginePacket] {
+            defer {
+                queue.removeAll()
+                if !stillPending { pendingBytes = 0 }
+            }
+            return queue.map(\.packet)
+        }
     }
 
     private let state: Mutex<State>
 
     init(
-        id: String, query: [String: String], headers: [String: String],
-        webSocket: AsyncStream<EnginePacket>.Continuation?
+        id: String, query: [String: String], headers: [String: String], clientAddress: String? = nil,
+        transport: Transport, outboundLimit: Int
     ) {
         self.id = id
         self.query = query
         self.headers = headers
-        self.state = Mutex(State(transport: webSocket.map { .webSocket($0) } ?? .polling))
+        self.clientAddress = clientAddress
+        self.outboundLimit = outboundLimit
+        self.state = Mutex(State(transport: transport))
     }
 
     /// Whether the session has ended.
@@ -110,27 +141,70 @@ package final class EngineSession: Sendable {
 
     var upgradeState: UpgradeState { state.withLock { $0.upgrade } }
 
+    /// Bytes waiting for the peer.
+    var pendingBytes: Int { state.withLock { $0.pendingBytes } }
+
     /// Sends a message packet with `text`.
     package func send(text: String) { send([EnginePacket(.message, text)]) }
 
     /// Sends packets in order, together (a Socket.IO packet and its binary attachments never interleave with
-    /// another).
-    package func send(_ packets: [EnginePacket]) {
-        let waiter = state.withLock { state -> (CheckedContinuation<PollResult, Never>, [EnginePacket])? in
-            guard state.closeReason == nil else { return nil }
+    /// another). Over the outbound limit the session closes (``EngineCloseReason/outboundBacklogFull``).
+    /// - Parameter latestKey: for a single packet: replaces a packet with the same key that still waits for the
+    ///   peer (only the latest matters, e.g. a position), instead of queueing behind it.
+    package func send(_ packets: [EnginePacket], latestKey: String? = nil) {
+        let bytes = packets.reduce(0) { $0 + $1.byteCount }
+        enum Outcome {
+            case none
+            case poll(CheckedContinuation<PollResult, Never>, [EnginePacket])
+            case writer(CheckedContinuation<[EnginePacket]?, Never>, [EnginePacket])
+            case overflow
+        }
+        let outcome = state.withLock { state -> Outcome in
+            guard state.closeReason == nil else { return .none }
+            if let latestKey, packets.count == 1,
+                let index = state.queue.firstIndex(where: { $0.latestKey == latestKey })
+            {
+                state.pendingBytes += bytes - state.queue[index].packet.byteCount
+                state.queue[index].packet = packets[0]
+                return .none
+            }
+            if state.pendingBytes > 0 && state.pendingBytes + bytes > outboundLimit { return .overflow }
+            state.pendingBytes += bytes
+            state.queue.append(contentsOf: packets.map { Outgoing(packet: $0, latestKey: latestKey) })
             switch state.transport {
-            case .webSocket(let writer):
-                for packet in packets { writer.yield(packet) }
-                return nil
+            case .webSocket:
+                guard let waiter = state.writerWaiter else { return .none }
+                state.writerWaiter = nil
+                return .writer(waiter, state.takeQueue(stillPending: true))
             case .polling:
-                state.queue.append(contentsOf: packets)
-                guard state.upgrade != .probing, let waiter = state.pollWaiter else { return nil }
+                guard state.upgrade != .probing, let waiter = state.pollWaiter else { return .none }
                 state.pollWaiter = nil
-                defer { state.queue.removeAll() }
-                return (waiter, state.queue)
+                return .poll(waiter, state.takeQueue(stillPending: false))
             }
         }
-        if let (waiter, batch) = waiter { waiter.resume(returning: .packets(batch)) }
+        switch outcome {
+        case .none: break
+        case .poll(let waiter, let batch): waiter.resume(returning: .packets(batch))
+        case .writer(let waiter, let batch): waiter.resume(returning: batch)
+        case .overflow:
+            RealtimeMetrics.outboundOverflows.increment()
+            close(.outboundBacklogFull)
+        }
+    }
+
+    /// The WebSocket writer's next packets, once there are any, after it wrote `written` bytes; nil once the
+    /// session has closed and everything it queued before closing was handed out.
+    func nextWebSocketBatch(written: Int) async -> [EnginePacket]? {
+        await withCheckedContinuation { continuation in
+            let immediate = state.withLock { state -> [EnginePacket]?? in
+                state.pendingBytes = max(0, state.pendingBytes - written)
+                if !state.queue.isEmpty { return .some(state.takeQueue(stillPending: true)) }
+                if state.closeReason != nil { return .some(nil) }
+                state.writerWaiter = continuation
+                return .none
+            }
+            if let immediate { continuation.resume(returning: immediate) }
+        }
     }
 
     /// Waits for the packets of a polling GET: what is queued, or the next packets.
@@ -141,10 +215,7 @@ package final class EngineSession: Sendable {
                 if state.pollWaiter != nil { return .duplicate }
                 if state.upgrade == .probing { return .packets([EnginePacket(.noop)]) }
                 if case .webSocket = state.transport { return .gone }
-                if !state.queue.isEmpty {
-                    defer { state.queue.removeAll() }
-                    return .packets(state.queue)
-                }
+                if !state.queue.isEmpty { return .packets(state.takeQueue(stillPending: false)) }
                 state.pollWaiter = continuation
                 return nil
             }
@@ -173,14 +244,13 @@ package final class EngineSession: Sendable {
         return true
     }
 
-    /// The client sent `5`: from now on packets go to `writer`; what was queued for polling is flushed to it.
-    func completeUpgrade(writer: AsyncStream<EnginePacket>.Continuation) {
+    /// The client sent `5`: from now on the WebSocket writer on `channel` takes the packets, starting with those
+    /// queued for polling.
+    func completeUpgrade(channel: (any Channel)?) {
         state.withLock { state in
             guard state.closeReason == nil else { return }
             state.upgrade = .done
-            state.transport = .webSocket(writer)
-            for packet in state.queue { writer.yield(packet) }
-            state.queue.removeAll()
+            state.transport = .webSocket(channel)
         }
     }
 
@@ -192,33 +262,49 @@ package final class EngineSession: Sendable {
     }
 
     /// Ends the session. A waiting poll is answered with `pollAnswer` (close or noop); the WebSocket writer
-    /// finishes after what is queued.
+    /// finishes after what is queued, unless the session closes for an overflowing backlog: then the queue is
+    /// dropped and the connection closed at once.
     package func close(_ reason: EngineCloseReason, pollAnswer: EnginePacket = EnginePacket(.close)) {
-        let (waiters, poll, timers, handlers) = state.withLock {
-            state -> (
-                [CheckedContinuation<Void, Never>], CheckedContinuation<PollResult, Never>?, [Scheduled<Void>],
-                [@Sendable () -> Void]
-            ) in
-            guard state.closeReason == nil else { return ([], nil, [], []) }
-            state.closeReason = reason
-            if case .webSocket(let writer) = state.transport { writer.finish() }
-            defer {
-                state.closeWaiters.removeAll()
-                state.closeHandlers.removeAll()
-                state.pollWaiter = nil
-                state.heartbeatTimer = nil
-                state.connectTimer = nil
-                state.queue.removeAll()
-            }
-            return (
-                state.closeWaiters, state.pollWaiter, [state.heartbeatTimer, state.connectTimer].compactMap { $0 },
-                state.closeHandlers
-            )
+        struct Effects {
+            var waiters: [CheckedContinuation<Void, Never>] = []
+            var poll: CheckedContinuation<PollResult, Never>?
+            var writer: CheckedContinuation<[EnginePacket]?, Never>?
+            var timers: [Scheduled<Void>] = []
+            var handlers: [@Sendable () -> Void] = []
+            var abort: (any Channel)?
         }
-        for timer in timers { timer.cancel() }
-        poll?.resume(returning: .packets([pollAnswer]))
-        for handler in handlers { handler() }
-        for waiter in waiters { waiter.resume() }
+        let effects = state.withLock { state -> Effects in
+            guard state.closeReason == nil else { return Effects() }
+            state.closeReason = reason
+            var effects = Effects(
+                waiters: state.closeWaiters, poll: state.pollWaiter, writer: state.writerWaiter,
+                timers: [state.heartbeatTimer, state.connectTimer].compactMap { $0 }, handlers: state.closeHandlers
+            )
+            state.closeWaiters.removeAll()
+            state.closeHandlers.removeAll()
+            state.pollWaiter = nil
+            state.writerWaiter = nil
+            state.heartbeatTimer = nil
+            state.connectTimer = nil
+            switch state.transport {
+            case .webSocket where reason != .outboundBacklogFull:
+                break  // The writer flushes what is queued, then ends the socket.
+            case .webSocket(let channel):
+                effects.abort = channel
+                state.queue.removeAll()
+                state.pendingBytes = 0
+            case .polling:
+                state.queue.removeAll()
+                state.pendingBytes = 0
+            }
+            return effects
+        }
+        for timer in effects.timers { timer.cancel() }
+        effects.abort?.close(promise: nil)
+        effects.poll?.resume(returning: .packets([pollAnswer]))
+        effects.writer?.resume(returning: nil)
+        for handler in effects.handlers { handler() }
+        for waiter in effects.waiters { waiter.resume() }
     }
 
     /// Why the session closed, once it has.

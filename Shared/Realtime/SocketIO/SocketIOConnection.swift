@@ -3,7 +3,9 @@ import Logging
 import Synchronization
 
 /// The Socket.IO side of one Engine.IO session: the sockets it opened per namespace, binary attachments being
-/// collected, and the queue of packets its handlers work through in order.
+/// collected, and the queue of packets its handlers work through in order. The queue is bounded in bytes
+/// (``SocketIOConfiguration/inboundBacklogLimit``): a peer that sends faster than its packets are handled is
+/// disconnected rather than buffered for.
 final class SocketIOConnection: Sendable {
     let session: EngineSession
     private let server: SocketIOServer
@@ -13,8 +15,13 @@ final class SocketIOConnection: Sendable {
     private struct State {
         var sockets: [String: SocketIOSocket] = [:]
         /// A binary packet waiting for its attachments.
-        var partial: (packet: SocketIOPacket, attachments: [[UInt8]])?
+        var partial: (packet: SocketIOPacket, attachments: [[UInt8]], cost: Int)?
+        /// What the queued packets (and the partial one) cost, in bytes.
+        var inboundBytes = 0
     }
+
+    /// What one message costs while it waits: its bytes plus the bookkeeping around it.
+    static let messageOverhead = 64
 
     private let state = Mutex(State())
 
@@ -27,9 +34,10 @@ final class SocketIOConnection: Sendable {
     }
 
     /// Sends packets to the client, counting them.
-    func send(_ packets: [EnginePacket]) {
+    /// - Parameter latestKey: replaces a pending packet with the same key (see ``EngineSession/send(_:latestKey:)``).
+    func send(_ packets: [EnginePacket], latestKey: String? = nil) {
         RealtimeMetrics.packetsOut.increment(by: packets.count)
-        session.send(packets)
+        session.send(packets, latestKey: latestKey)
     }
 
     /// The socket of this connection in `namespace`, if connected.
@@ -37,9 +45,31 @@ final class SocketIOConnection: Sendable {
 
     var sockets: [SocketIOSocket] { state.withLock { Array($0.sockets.values) } }
 
-    /// One Engine.IO message: a packet, or an attachment of the pending binary packet.
+    /// One Engine.IO message: a packet, or an attachment of the pending binary packet. Over the inbound limit the
+    /// session closes (``EngineCloseReason/inboundBacklogFull``).
     func receive(_ message: EngineMessage) throws(EngineProtocolError) {
         RealtimeMetrics.packetsIn.increment()
+        let cost: Int
+        switch message {
+        case .text(let text): cost = text.utf8.count + Self.messageOverhead
+        case .binary(let bytes): cost = bytes.count + Self.messageOverhead
+        }
+        let admitted = state.withLock { state in
+            guard state.inboundBytes == 0 || state.inboundBytes + cost <= server.configuration.inboundBacklogLimit
+            else {
+                return false
+            }
+            state.inboundBytes += cost
+            return true
+        }
+        guard admitted else {
+            RealtimeMetrics.inboundOverflows.increment()
+            server.logger.info(
+                "closing a connection whose packets arrive faster than they are handled",
+                metadata: ["engine.sid": "\(session.id)", "engine.address": "\(session.clientAddress ?? "-")"])
+            session.close(.inboundBacklogFull)
+            return
+        }
         switch message {
         case .text(let text):
             guard state.withLock({ $0.partial == nil }) else {
@@ -47,17 +77,19 @@ final class SocketIOConnection: Sendable {
             }
             let packet = try SocketIOPacket.decode(text)
             if packet.attachmentCount > 0 {
-                state.withLock { $0.partial = (packet, []) }
+                state.withLock { $0.partial = (packet, [], cost) }
             } else {
-                try dispatch(SocketIOPacketWithAttachments(packet: packet, attachments: []))
+                try dispatch(SocketIOPacketWithAttachments(packet: packet, attachments: [], cost: cost))
             }
         case .binary(let bytes):
             let complete = try state.withLock { state throws(EngineProtocolError) -> SocketIOPacketWithAttachments? in
                 guard var partial = state.partial else { throw EngineProtocolError("unexpected binary attachment") }
                 partial.attachments.append(bytes)
+                partial.cost += cost
                 if partial.attachments.count == partial.packet.attachmentCount {
                     state.partial = nil
-                    return SocketIOPacketWithAttachments(packet: partial.packet, attachments: partial.attachments)
+                    return SocketIOPacketWithAttachments(
+                        packet: partial.packet, attachments: partial.attachments, cost: partial.cost)
                 }
                 state.partial = partial
                 return nil
@@ -70,6 +102,7 @@ final class SocketIOConnection: Sendable {
     private func dispatch(_ item: SocketIOPacketWithAttachments) throws(EngineProtocolError) {
         switch item.packet.type {
         case .ack, .binaryAck:
+            handled(item)
             guard let socket = socket(in: item.packet.namespace), case .array(let values) = item.packet.data,
                 let id = item.packet.ackId
             else { throw EngineProtocolError("ACK for a namespace not joined") }
@@ -79,9 +112,18 @@ final class SocketIOConnection: Sendable {
         }
     }
 
+    /// The item left the queue: its bytes no longer count.
+    private func handled(_ item: SocketIOPacketWithAttachments) {
+        guard item.cost > 0 else { return }
+        state.withLock { $0.inboundBytes = max(0, $0.inboundBytes - item.cost) }
+    }
+
     /// Works through the queued packets until the session closes.
     func serve() async {
         for await item in workQueue {
+            handled(item)
+            // Once the session is gone only the disconnect hooks of detached sockets still run.
+            if item.detach == nil && session.isClosed { continue }
             do {
                 try await server.handle(item, on: self)
             } catch {
@@ -136,10 +178,13 @@ struct SocketIOPacketWithAttachments: Sendable {
     var packet: SocketIOPacket
     var attachments: [[UInt8]]
     var detach: (socket: SocketIOSocket, reason: SocketIODisconnectReason)?
+    /// What it counts against the inbound limit while queued.
+    var cost = 0
 
-    init(packet: SocketIOPacket, attachments: [[UInt8]]) {
+    init(packet: SocketIOPacket, attachments: [[UInt8]], cost: Int) {
         self.packet = packet
         self.attachments = attachments
+        self.cost = cost
     }
 
     init(detach socket: SocketIOSocket, reason: SocketIODisconnectReason) {

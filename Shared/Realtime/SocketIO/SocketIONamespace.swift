@@ -2,6 +2,7 @@ import Contracts
 import Foundation
 import Logging
 import Metrics
+import NIOCore
 import ServiceKit
 import Synchronization
 
@@ -9,7 +10,7 @@ import Synchronization
 /// Register everything before the server starts serving.
 package final class SocketIONamespace: Sendable {
     package typealias EventHandler = @Sendable (SocketIOSocket, SocketIOArguments, SocketIOAck?) async -> Void
-    package typealias Authorizer = @Sendable (SocketIOHandshake) async throws -> Identity?
+    package typealias Authorizer = @Sendable (SocketIOHandshake) async throws -> SocketIOCredentials?
 
     package let name: String
     let logger: Logger
@@ -41,33 +42,63 @@ package final class SocketIONamespace: Sendable {
 
     // MARK: Registration
 
-    /// Decides who may connect: return the identity, or throw ``SocketIOConnectRefusal`` (sent as CONNECT_ERROR).
+    /// Decides who may connect: return the credentials, or throw ``SocketIOConnectRefusal`` (sent as CONNECT_ERROR).
+    /// Credentials with an expiry disconnect the socket then (after `token_expired`), unless refreshed.
     package func authorize(_ authorizer: @escaping Authorizer) {
         registry.withLock { $0.authorizer = authorizer }
     }
 
-    /// Requires a valid access token in the handshake (`auth: {token}`), optionally of one of `roles`.
+    /// Requires a valid access token in the handshake (`auth: {token}`), optionally of one of `roles`. The socket
+    /// is disconnected at the token's `exp` (after a `token_expired` event) unless the client sends
+    /// `refresh_token` `{token}` first: a new token of the same user, verified the same way, acknowledged with
+    /// `{expiresAt}` or an error.
     package func requireToken(_ verifier: AccessTokenVerifier, roles: Set<Role>? = nil) {
-        authorize { handshake in
+        let authorizer: Authorizer = { handshake in
             guard let token = handshake.bearerToken else {
                 throw SocketIOConnectRefusal(
                     "missing token: connect with auth {\"token\": \"<JWT>\"}", code: .unauthorized)
             }
-            let identity: Identity
+            let verified: (identity: Identity, expiresAt: Date)
             do {
-                identity = try await verifier.verify(token)
+                verified = try await verifier.verifyWithExpiry(token)
             } catch let error as APIError {
                 throw SocketIOConnectRefusal(error.message, code: error.code)
             }
-            if let roles, !roles.contains(identity.role) {
+            if let roles, !roles.contains(verified.identity.role) {
                 throw SocketIOConnectRefusal(
                     "this namespace is for \(roles.map(\.rawValue).sorted().joined(separator: " and "))",
                     code: .forbidden
                 )
             }
-            return identity
+            return SocketIOCredentials(identity: verified.identity, expiresAt: verified.expiresAt)
+        }
+        authorize(authorizer)
+        on(Self.refreshTokenEvent, TokenRefresh.self) { socket, request in
+            var handshake = socket.handshake
+            handshake.auth = .object(JSONObject([("token", .string(request.token))]))
+            let credentials: SocketIOCredentials?
+            do {
+                credentials = try await authorizer(handshake)
+            } catch let refusal as SocketIOConnectRefusal {
+                throw APIError(.unauthorized, code: refusal.code ?? .unauthorized, message: refusal.message)
+            }
+            guard let credentials, credentials.identity.userId == socket.identity?.userId else {
+                throw APIError.forbidden("the new token is for another user")
+            }
+            socket.refresh(credentials)
+            return TokenRefreshed(expiresAt: credentials.expiresAt)
         }
     }
+
+    /// The event a client sends with a new token before its current one expires.
+    package static let refreshTokenEvent = "refresh_token"
+    /// The event a socket gets when its token expired, just before DISCONNECT.
+    package static let tokenExpiredEvent = "token_expired"
+
+    /// `refresh_token`'s payload.
+    struct TokenRefresh: Codable, Sendable { var token: String }
+    /// `refresh_token`'s acknowledgement.
+    struct TokenRefreshed: Codable, Sendable { var expiresAt: Date? }
 
     /// Handles `event` with its raw arguments; `ack` is set when the client asked for an acknowledgement.
     package func on(_ event: String, handler: @escaping EventHandler) {
@@ -120,11 +151,17 @@ package final class SocketIONamespace: Sendable {
     }
 
     /// Limits incoming events per socket; events over the limit are answered `RATE_LIMITED` (or dropped if
-    /// not acknowledged).
+    /// not acknowledged). Nil: the server's default (``SocketIOConfiguration/rateLimit``).
     package var rateLimit: SocketIORateLimit? {
         get { registry.withLock { $0.rateLimit } }
         set { registry.withLock { $0.rateLimit = newValue } }
     }
+
+    /// The limit that applies: the namespace's own or the server's default.
+    var effectiveRateLimit: SocketIORateLimit { rateLimit ?? server.configuration.rateLimit }
+
+    /// Where per-socket deadlines are scheduled.
+    var timers: any EventLoop { server.configuration.timers }
 
     // MARK: Emitting
 
@@ -132,22 +169,36 @@ package final class SocketIONamespace: Sendable {
     package static func userRoom(_ userId: String) -> String { "user:\(userId)" }
 
     /// Emits to every socket in any of `rooms`, on this instance and (through the adapter) on the others.
-    /// - Parameter localOnly: deliver only on this instance (when every instance gets the source event anyway).
+    /// - Parameters:
+    ///   - localOnly: deliver only on this instance (when every instance gets the source event anyway).
+    ///   - latestKey: only the latest matters (a position): an emit of `event` with the same key that still waits
+    ///     for a slow client is replaced rather than queued behind (Socket.IO's volatile emits, but keeping the
+    ///     newest instead of dropping it).
     package func emit(
         _ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: Set<String> = [],
-        localOnly: Bool = false
+        localOnly: Bool = false, latestKey: String? = nil
     ) async {
         let packets = SocketIOConnection.eventPackets(namespace: name, event: event, arguments: arguments, ackId: nil)
-        deliver(packets, toRooms: rooms, except: except)
+        let key = latestKey.map { Self.pendingKey(namespace: name, event: event, key: $0) }
+        deliver(packets, toRooms: rooms, except: except, latestKey: key)
         if !localOnly {
-            await server.publish(namespace: name, rooms: rooms, except: except, packets: packets)
+            await server.publish(namespace: name, rooms: rooms, except: except, packets: packets, latestKey: key)
         }
     }
 
+    /// The key of a replaceable pending packet: the same key of another event or namespace is another packet.
+    static func pendingKey(namespace: String, event: String, key: String) -> String { "\(namespace)|\(event)|\(key)" }
+
     /// Emits one payload (encoded with the contracts' JSON coding) to every socket in `room`.
-    package func emit(_ event: String, _ payload: some Encodable, toRoom room: String, localOnly: Bool = false) async {
+    /// - Parameter latestKey: see ``emit(_:_:toRooms:except:localOnly:latestKey:)``.
+    package func emit(
+        _ event: String, _ payload: some Encodable, toRoom room: String, localOnly: Bool = false,
+        latestKey: String? = nil
+    ) async {
         do {
-            await emit(event, try SocketIOArguments(encoding: payload), toRooms: [room], localOnly: localOnly)
+            await emit(
+                event, try SocketIOArguments(encoding: payload), toRooms: [room], localOnly: localOnly,
+                latestKey: latestKey)
         } catch {
             logger.error("could not encode \(event)", metadata: ["error": "\(error)"])
         }
@@ -168,7 +219,7 @@ package final class SocketIONamespace: Sendable {
     package var sockets: [SocketIOSocket] { members.withLock { Array($0.sockets.values) } }
 
     /// Sends already encoded packets to the local sockets in `rooms`, each socket once.
-    func deliver(_ packets: [EnginePacket], toRooms rooms: [String], except: Set<String>) {
+    func deliver(_ packets: [EnginePacket], toRooms rooms: [String], except: Set<String>, latestKey: String? = nil) {
         let targets = members.withLock { members -> [SocketIOSocket] in
             if rooms.count == 1 {
                 return (members.rooms[rooms[0]] ?? [:]).values.filter { !except.contains($0.id) }
@@ -182,7 +233,7 @@ package final class SocketIONamespace: Sendable {
             }
             return targets
         }
-        for socket in targets { socket.connection.send(packets) }
+        for socket in targets { socket.connection.send(packets, latestKey: latestKey) }
     }
 
     // MARK: Membership

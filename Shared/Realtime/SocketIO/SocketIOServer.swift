@@ -13,8 +13,12 @@ package final class SocketIOServer: EngineHandler, Sendable {
     private let namespaces = Mutex<[String: SocketIONamespace]>([:])
     private let connections = Mutex<[String: SocketIOConnection]>([:])
     private let adapter: (any RealtimeAdapter)?
+    let configuration: SocketIOConfiguration
 
-    package init(adapter: (any RealtimeAdapter)?, logger: Logger) {
+    package init(
+        configuration: SocketIOConfiguration = SocketIOConfiguration(), adapter: (any RealtimeAdapter)?, logger: Logger
+    ) {
+        self.configuration = configuration
         self.adapter = adapter
         self.logger = logger
         self.instanceId = UUID().uuidString
@@ -124,10 +128,10 @@ package final class SocketIOServer: EngineHandler, Sendable {
         }
         let handshake = SocketIOHandshake(
             auth: packet.data, query: connection.session.query, headers: connection.session.headers)
-        var identity: Identity?
+        var credentials: SocketIOCredentials?
         if let authorizer = namespace.authorizer {
             do {
-                identity = try await authorizer(handshake)
+                credentials = try await authorizer(handshake)
             } catch let refusal as SocketIOConnectRefusal {
                 refuse(namespace.name, refusal, on: connection)
                 return
@@ -140,8 +144,8 @@ package final class SocketIOServer: EngineHandler, Sendable {
             }
         }
         let socket = SocketIOSocket(
-            id: EngineServer.makeSessionId(), namespace: namespace, identity: identity, handshake: handshake,
-            connection: connection
+            id: EngineServer.makeSessionId(), namespace: namespace, identity: credentials?.identity,
+            handshake: handshake, connection: connection
         )
         guard connection.attach(socket) else { throw EngineProtocolError("CONNECT twice to one namespace") }
         connection.session.claim()
@@ -149,6 +153,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
             type: .connect, namespace: namespace.name, data: .object(JSONObject([("sid", .string(socket.id))])))
         connection.send([EnginePacket(.message, answer.encoded)])
         await namespace.connected(socket)
+        if let expiresAt = credentials?.expiresAt { socket.expire(at: expiresAt) }
     }
 
     private func refuse(_ namespace: String, _ refusal: SocketIOConnectRefusal, on connection: SocketIOConnection) {
@@ -162,7 +167,9 @@ package final class SocketIOServer: EngineHandler, Sendable {
 
     // MARK: Cross-instance
 
-    func publish(namespace: String, rooms: [String], except: Set<String>, packets: [EnginePacket]) async {
+    func publish(
+        namespace: String, rooms: [String], except: Set<String>, packets: [EnginePacket], latestKey: String?
+    ) async {
         guard let adapter else { return }
         var text = ""
         var attachments: [String] = []
@@ -174,7 +181,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
         }
         let broadcast = RealtimeBroadcast(
             origin: instanceId, namespace: namespace, rooms: rooms, except: Array(except), packet: text,
-            attachments: attachments
+            attachments: attachments, latestKey: latestKey
         )
         do {
             try await adapter.publish(broadcast)
@@ -191,6 +198,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
         let packets =
             [EnginePacket(.message, broadcast.packet)]
             + broadcast.attachments.compactMap { Data(base64Encoded: $0).map { EnginePacket.binary(Array($0)) } }
-        namespace.deliver(packets, toRooms: broadcast.rooms, except: Set(broadcast.except))
+        namespace.deliver(
+            packets, toRooms: broadcast.rooms, except: Set(broadcast.except), latestKey: broadcast.latestKey)
     }
 }

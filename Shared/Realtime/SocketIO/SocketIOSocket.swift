@@ -1,6 +1,7 @@
 import Contracts
 import Foundation
 import Metrics
+import NIOCore
 import ServiceKit
 import Synchronization
 
@@ -9,12 +10,13 @@ package final class SocketIOSocket: Sendable {
     /// The socket id sent in the CONNECT answer.
     package let id: String
     package let namespace: SocketIONamespace
-    /// Who connected, as the namespace's authorization hook established (nil if it has none).
-    package let identity: Identity?
     package let handshake: SocketIOHandshake
     let connection: SocketIOConnection
 
     private struct State {
+        var identity: Identity?
+        /// Disconnects the socket when its credentials expire.
+        var expiryTimer: Scheduled<Void>?
         var rooms: Set<String> = []
         var nextAckId = 0
         var pendingAcks: [Int: CheckedContinuation<SocketIOArguments, any Error>] = [:]
@@ -30,11 +32,16 @@ package final class SocketIOSocket: Sendable {
     ) {
         self.id = id
         self.namespace = namespace
-        self.identity = identity
         self.handshake = handshake
         self.connection = connection
-        self.state = Mutex(State(bucket: namespace.rateLimit.map { TokenBucket(eventsPerSecond: $0.eventsPerSecond, burst: $0.burst) }))
+        let limit = namespace.effectiveRateLimit
+        self.state = Mutex(
+            State(identity: identity, bucket: TokenBucket(eventsPerSecond: limit.eventsPerSecond, burst: limit.burst)))
     }
+
+    /// Who connected, as the namespace's authorization hook established (nil if it has none); updated when the
+    /// client refreshes its token.
+    package var identity: Identity? { state.withLock { $0.identity } }
 
     /// The Engine.IO session id of the connection.
     package var sessionId: String { connection.session.id }
@@ -119,6 +126,53 @@ package final class SocketIOSocket: Sendable {
         }
     }
 
+    /// Disconnects the socket when `deadline` passes (its token expires): it gets `token_expired`
+    /// `{code: TOKEN_EXPIRED, message, expiredAt}`, then DISCONNECT (the client must connect with a new token).
+    /// Replaces an earlier deadline.
+    func expire(at deadline: Date) {
+        let delay = Duration.milliseconds(max(0, Int64(deadline.timeIntervalSinceNow * 1000)))
+        let timer = namespace.timers.scheduleTask(in: TimeAmount(delay)) { [weak self] in
+            guard let self else { return }
+            self.tokenExpired(deadline)
+        }
+        let previous = state.withLock { state -> Scheduled<Void>?? in
+            guard state.connected else { return .none }
+            defer { state.expiryTimer = timer }
+            return .some(state.expiryTimer)
+        }
+        switch previous {
+        case .none: timer.cancel()
+        case .some(let earlier): earlier?.cancel()
+        }
+    }
+
+    /// New credentials from `refresh_token`: the identity and the deadline they carry.
+    func refresh(_ credentials: SocketIOCredentials) {
+        state.withLock { $0.identity = credentials.identity }
+        if let expiresAt = credentials.expiresAt {
+            expire(at: expiresAt)
+        } else {
+            state.withLock { $0.expiryTimer }?.cancel()
+        }
+    }
+
+    private func tokenExpired(_ deadline: Date) {
+        guard isConnected else { return }
+        RealtimeMetrics.tokenExpiries.increment()
+        emit(
+            SocketIONamespace.tokenExpiredEvent,
+            SocketIOArguments([
+                .object(
+                    JSONObject([
+                        ("code", .string(ErrorCode.tokenExpired.rawValue)),
+                        ("message", .string("the token expired; connect again with a new token")),
+                        ("expiredAt", .string(ISO8601.format(deadline))),
+                    ]))
+            ])
+        )
+        disconnect()
+    }
+
     /// Disconnects the socket from its namespace (the client gets DISCONNECT; the connection stays).
     package func disconnect() {
         connection.send([EnginePacket(.message, SocketIOPacket(type: .disconnect, namespace: namespace.name).encoded)])
@@ -154,7 +208,9 @@ package final class SocketIOSocket: Sendable {
             state -> (Set<String>, [CheckedContinuation<SocketIOArguments, any Error>]) in
             guard state.connected else { return ([], []) }
             state.connected = false
+            state.expiryTimer?.cancel()
             defer {
+                state.expiryTimer = nil
                 state.rooms.removeAll()
                 state.pendingAcks.removeAll()
             }

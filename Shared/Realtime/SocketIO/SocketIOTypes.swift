@@ -1,5 +1,7 @@
 import Contracts
 import Foundation
+import NIOCore
+import NIOPosix
 import ServiceKit
 
 /// The arguments of an event or acknowledgement: JSON values, with binary attachments that the values refer
@@ -81,6 +83,31 @@ package enum SocketIOError {
     }
 }
 
+/// Socket.IO settings of a server.
+package struct SocketIOConfiguration: Sendable {
+    /// The per-socket limit on incoming events of every namespace that sets none of its own.
+    package var rateLimit = SocketIORateLimit(eventsPerSecond: 20, burst: 50)
+    /// The most bytes of packets that may wait to be handled per connection (each packet counts its size plus
+    /// 64); a connection that sends faster than its packets are handled is closed.
+    package var inboundBacklogLimit = 1 << 20
+    /// Where per-socket deadlines (a token's expiry) are scheduled; tests pass an event loop whose time they
+    /// advance.
+    package var timers: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()
+
+    package init() {}
+}
+
+/// Who a namespace's authorization hook let in, and until when (a token's `exp`): the socket is disconnected
+/// then unless its credentials are refreshed first.
+package struct SocketIOCredentials: Sendable {
+    package var identity: Identity
+    package var expiresAt: Date?
+    package init(identity: Identity, expiresAt: Date? = nil) {
+        self.identity = identity
+        self.expiresAt = expiresAt
+    }
+}
+
 /// A per-socket limit on incoming events: a token bucket of `burst` events refilled at `eventsPerSecond`.
 package struct SocketIORateLimit: Sendable {
     package var eventsPerSecond: Double
@@ -106,7 +133,7 @@ package enum SocketIODisconnectReason: String, Sendable {
     init(_ reason: EngineCloseReason) {
         switch reason {
         case .clientClose, .transportClose, .connectTimeout, .serverClose: self = .transportClose
-        case .transportError: self = .transportError
+        case .transportError, .outboundBacklogFull, .inboundBacklogFull: self = .transportError
         case .pingTimeout: self = .pingTimeout
         case .protocolError: self = .parseError
         case .serverShutdown: self = .serverShuttingDown

@@ -63,6 +63,11 @@ package struct AccessTokenVerifier: Sendable {
     /// Verifies `token` and returns whom it was issued to.
     /// - Throws: ``APIError`` 401 with code `TOKEN_EXPIRED` or `INVALID_TOKEN`.
     package func verify(_ token: String) async throws(APIError) -> Identity {
+        try await verifyWithExpiry(token).identity
+    }
+
+    /// Verifies `token` like ``verify(_:)`` and also returns its `exp` (a long-lived connection ends then).
+    package func verifyWithExpiry(_ token: String) async throws(APIError) -> (identity: Identity, expiresAt: Date) {
         let claims: AccessTokenClaims
         do {
             claims = try await keys.verify(token, as: AccessTokenClaims.self)
@@ -90,7 +95,7 @@ package struct AccessTokenVerifier: Sendable {
                     "the token names no known role (role or cognito:groups: customer, rider, vendor, admin, technician)"
             )
         }
-        return Identity(userId: subject, role: role, name: claims.name)
+        return (Identity(userId: subject, role: role, name: claims.name), claims.exp.value)
     }
 
     private static func reason(_ error: any Error) -> String {

@@ -4,15 +4,18 @@ import Hummingbird
 import Logging
 import NIOCore
 
-/// The request context of every service: Hummingbird's core context plus the verified caller.
-package struct ServiceRequestContext: RequestContext {
+/// The request context of every service: Hummingbird's core context plus the verified caller and the peer.
+package struct ServiceRequestContext: RequestContext, RemoteAddressRequestContext {
     package var coreContext: CoreRequestContextStorage
     /// Set by ``AuthenticationMiddleware`` once the bearer token is verified.
     package var identity: Identity?
+    /// The address of the connection's peer (the gateway's, behind it).
+    package var remoteAddress: SocketAddress?
 
     package init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.identity = nil
+        self.remoteAddress = source.channel.remoteAddress
     }
 
     package var requestDecoder: ContractRequestDecoder { ContractRequestDecoder() }
@@ -122,7 +125,8 @@ extension Request {
 
     /// Collects the body and decodes it as JSON `T`; also returns the bytes (e.g. for an idempotency fingerprint).
     /// - Throws: 415 for a non-JSON content type, 400 `INVALID_JSON` / `VALIDATION_FAILED`, 413 over the limit.
-    package func decodeJSON<T: Decodable>(_ type: T.Type, context: some RequestContext) async throws -> (T, ByteBuffer) {
+    package func decodeJSON<T: Decodable>(_ type: T.Type, context: some RequestContext) async throws -> (T, ByteBuffer)
+    {
         if let contentType = headers[.contentType], !contentType.lowercased().contains("json") {
             throw APIError(
                 .unsupportedMediaType, code: .unsupportedMediaType,

@@ -103,7 +103,8 @@ package final class TrackingHub: Sendable {
                 await after([revived])
                 continue
             }
-            await namespace.emit("location", Self.location(job.jobId, position), toRoom: Self.room(job.jobId))
+            // Only the latest position matters: a watcher that reads slowly gets it instead of a backlog.
+            await namespace.emit("location", Self.location(job.jobId, position), toRoom: Self.room(job.jobId), latestKey: job.jobId)
             refreshEta(job, position: position, courierId: courierId)
         }
     }
