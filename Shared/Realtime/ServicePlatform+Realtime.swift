@@ -24,7 +24,8 @@ package struct RealtimeSettings: Sendable {
     /// `SOCKETIO_RATE_LIMIT_PER_SECOND` (default 20) and `SOCKETIO_RATE_LIMIT_BURST` (default 50): events per
     /// socket in namespaces that set no limit of their own.
     package var rateLimit: SocketIORateLimit
-    /// `SOCKETIO_MAX_SESSIONS_PER_ADDRESS`, default 50 (0: no limit): open sessions per client address.
+    /// `SOCKETIO_MAX_SESSIONS_PER_ADDRESS`, default 200 (0: no limit): open sessions per client address, a backstop
+    /// behind the gateway's tighter `limit_conn` (one carrier NAT address can carry many phones).
     package var maxSessionsPerAddress: Int?
     /// `SOCKETIO_TRUSTED_PROXIES`, default `127.0.0.1,::1`: addresses or IPv4 CIDR ranges of proxies whose
     /// `X-Forwarded-For` / `X-Real-IP` name the client.
@@ -49,7 +50,7 @@ package struct RealtimeSettings: Sendable {
             eventsPerSecond: try environment.double("SOCKETIO_RATE_LIMIT_PER_SECOND", default: 20, in: 0.1...100_000),
             burst: try environment.int("SOCKETIO_RATE_LIMIT_BURST", default: 50, in: 1...1_000_000)
         )
-        let sessions = try environment.int("SOCKETIO_MAX_SESSIONS_PER_ADDRESS", default: 50, in: 0...10_000_000)
+        let sessions = try environment.int("SOCKETIO_MAX_SESSIONS_PER_ADDRESS", default: 200, in: 0...10_000_000)
         maxSessionsPerAddress = sessions == 0 ? nil : sessions
         let proxies = (environment.optional("SOCKETIO_TRUSTED_PROXIES") ?? "127.0.0.1,::1")
             .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }

@@ -341,7 +341,7 @@ struct HostileClientTests {
         #expect(defaults.outboundBacklogLimit == 1 << 20)
         #expect(defaults.inboundBacklogLimit == 1 << 20)
         #expect(defaults.rateLimit.eventsPerSecond == 20 && defaults.rateLimit.burst == 50)
-        #expect(defaults.maxSessionsPerAddress == 50)
+        #expect(defaults.maxSessionsPerAddress == 200)
         #expect(defaults.trustedProxies == TrustedProxies.loopback)
         let custom = try RealtimeSettings(
             environment: ServiceEnvironment([

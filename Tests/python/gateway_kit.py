@@ -5,6 +5,7 @@ import base64
 import itertools
 import math
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -375,7 +376,14 @@ class DeliveryJourney:
 
         vendor.call("POST", f"/v1/orders/{order_id}/accept")
         say(vendor, "accepted the order")
-        offers = self.socket(rider, "rider", ["offer", "offer_expired", "offer_rescinded"])
+        def confirm_receipt(_client, event, data):
+            # As the app's offer handler does: confirm receipt the moment the offer arrives, whatever the screen
+            # (or a test's fault injection) is doing.
+            if event == "offer":
+                threading.Thread(target=rider.request, args=("POST", f"/v1/offers/{data['offerId']}/received"),
+                                 daemon=True).start()
+
+        offers = self.socket(rider, "rider", ["offer", "offer_expired", "offer_rescinded"], on_event=confirm_receipt)
         go_online(rider, cast.spot)
         say(rider, "went online (precise GPS fix)")
         vendor.call("POST", f"/v1/orders/{order_id}/ready")

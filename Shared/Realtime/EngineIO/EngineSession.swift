@@ -359,6 +359,9 @@ package final class EngineSession: Sendable {
             guard let self else { return }
             if self.state.withLock({ $0.awaitingPong }) { self.close(.pingTimeout) }
         }
+        // Known before the ping goes out: a pong answered faster than this thread reaches the next line would
+        // otherwise be ignored, and the session closed for a pong it got.
+        pongContext.withLock { $0 = (eventLoop, interval, timeout) }
         let open = state.withLock { state -> Bool in
             guard state.closeReason == nil else { return false }
             state.awaitingPong = true
@@ -370,7 +373,6 @@ package final class EngineSession: Sendable {
             return
         }
         send([EnginePacket(.ping)])
-        pongContext.withLock { $0 = (eventLoop, interval, timeout) }
     }
 
     private let pongContext = Mutex<(eventLoop: any EventLoop, interval: Duration, timeout: Duration)?>(nil)
