@@ -72,7 +72,7 @@ struct ConfigurationTests {
     func invalid(variable: String, value: String) {
         var values = complete
         values[variable] = value
-        if variable.hasPrefix("JWT_JWKS") { values["JWT_PUBLIC_KEY_FILE"] = nil }
+        if variable == "JWT_JWKS_URL" { values["JWT_PUBLIC_KEY_FILE"] = nil }
         #expect {
             try configuration(values)
         } throws: { error in

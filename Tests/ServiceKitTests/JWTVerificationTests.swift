@@ -97,6 +97,26 @@ struct JWTVerificationTests {
         #expect(fileVerifier.keyRefreshJob(every: .seconds(1)) == nil)
     }
 
+    @Test("a service with JWT_JWKS_URL runs the refresh job in its service group", .timeLimit(.minutes(1)))
+    func platformRunsTheRefreshJob() async throws {
+        let server = FakeJWKSServer(keys: [SigningKey(kid: "key-1")])
+        let environment = try testServiceEnvironment(
+            extra: ["JWT_PUBLIC_KEY_FILE": "", "JWT_JWKS_URL": server.url.absoluteString])
+        var configuration = try ServiceConfiguration(
+            serviceName: "jwks-test", defaultPort: 0, defaultSchema: "jwks", environment: environment)
+        configuration.auth.jwksRefreshInterval = .milliseconds(100)
+        let refreshedEvery100ms = configuration
+        let platform = try await server.run {
+            try await ServicePlatform.prepare(
+                configuration: refreshedEvery100ms, migrations: MigrationSet(component: "jwks-test", migrations: []),
+                logger: TestInfrastructure.logger("jwks-test"))
+        }
+        #expect(server.fetches == 1)
+        try await server.run(with: platform.services) {
+            try await eventually(timeout: .seconds(20), "periodic fetches of the key set") { server.fetches >= 3 }
+        }
+    }
+
     @Test("a failed refresh keeps the keys held and logs a warning; the next good one replaces them")
     func failedRefreshKeepsKeys() async throws {
         let clock = Locked(Self.start)
