@@ -18,6 +18,8 @@ package struct ErrorCode: RawRepresentable, Hashable, Codable, Sendable, CustomS
     package static let unauthorized: ErrorCode = "UNAUTHORIZED"
     package static let invalidToken: ErrorCode = "INVALID_TOKEN"
     package static let tokenExpired: ErrorCode = "TOKEN_EXPIRED"
+    package static let tokenNotYetValid: ErrorCode = "TOKEN_NOT_YET_VALID"
+    package static let tokenTypeNotAccepted: ErrorCode = "TOKEN_TYPE_NOT_ACCEPTED"
     package static let forbidden: ErrorCode = "FORBIDDEN"
     package static let notFound: ErrorCode = "NOT_FOUND"
     package static let alreadyExists: ErrorCode = "ALREADY_EXISTS"

@@ -32,6 +32,18 @@ struct ConfigurationTests {
         #expect(configuration.kafka.brokers == ["k1:9092", "k2:9092"])
         #expect(configuration.auth.keySource == .publicKeyFile("/keys/jwt.pem"))
         #expect(configuration.outbox.pollInterval == .seconds(1))
+        #expect(configuration.auth.leeway == .seconds(60))
+        #expect(configuration.auth.jwksRefreshInterval == .seconds(3600))
+    }
+
+    @Test("the token leeway and the key set refresh interval are read")
+    func tokenTiming() throws {
+        var values = complete
+        values["JWT_LEEWAY_SECONDS"] = "0"
+        values["JWT_JWKS_REFRESH_SECONDS"] = "600"
+        let auth = try configuration(values).auth
+        #expect(auth.leeway == .zero)
+        #expect(auth.jwksRefreshInterval == .seconds(600))
     }
 
     @Test(
@@ -54,12 +66,13 @@ struct ConfigurationTests {
             ("DATABASE_URL", "postgres://host"),
             ("DATABASE_SCHEMA", "Orders;DROP"), ("KAFKA_PROPERTIES", "novalue"), ("LOG_LEVEL", "loud"),
             ("JWT_JWKS_URL", "not a url"), ("OUTBOX_POLL_INTERVAL_MS", "0"), ("DATABASE_TLS", "maybe"),
+            ("JWT_LEEWAY_SECONDS", "-1"), ("JWT_LEEWAY_SECONDS", "3600"), ("JWT_JWKS_REFRESH_SECONDS", "5"),
         ]
     )
     func invalid(variable: String, value: String) {
         var values = complete
         values[variable] = value
-        if variable.hasPrefix("JWT_JWKS") { values["JWT_PUBLIC_KEY_FILE"] = nil }
+        if variable == "JWT_JWKS_URL" { values["JWT_PUBLIC_KEY_FILE"] = nil }
         #expect {
             try configuration(values)
         } throws: { error in

@@ -173,9 +173,10 @@ struct HTTPErrorAndAuthTests {
             var iss: IssuerClaim
             var exp: ExpirationClaim
             var client_id: String
+            var token_use = "access"
             var groups: [String]
             enum CodingKeys: String, CodingKey {
-                case sub, iss, exp, client_id
+                case sub, iss, exp, client_id, token_use
                 case groups = "cognito:groups"
             }
             func verify(using algorithm: some JWTAlgorithm) throws {}

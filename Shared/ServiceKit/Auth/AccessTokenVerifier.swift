@@ -5,80 +5,115 @@ import JWTKit
 import Logging
 import NIOCore
 import NIOFoundationCompat
+import ServiceLifecycle
 
-/// Verifies bearer tokens (RS256 or ES256) against the configured keys and claims: signature, `exp`, `iss`,
-/// `aud` (or Cognito's `client_id`), `sub`, and a role from `role` or `cognito:groups`.
+/// Verifies bearer tokens (RS256 or ES256) against the configured keys and claims: signature (with the key the
+/// header's `kid` names, for a key set), `exp`, `nbf` and `iat` (with ``leeway`` for clock skew), `iss`,
+/// `token_use`, `aud` (or Cognito's `client_id`), `sub`, and a role from `role` or `cognito:groups`.
+///
+/// `token_use` rule: a token carrying `token_use` is accepted only when it is `access`; a token without it is
+/// accepted unless the issuer is a Cognito user pool (`https://cognito-idp.REGION.amazonaws.com/POOL`), whose
+/// access tokens always carry it. So Cognito ID tokens are refused with `TOKEN_TYPE_NOT_ACCEPTED`.
 package struct AccessTokenVerifier: Sendable {
-    private let keys: JWTKeyCollection
+    private let keyStore: JWTKeyStore
     package let issuer: String
     package let audience: String
+    /// How far the clocks of the issuer and this service may disagree: added to `exp`, taken from `nbf` and `iat`.
+    package let leeway: Duration
+    private let now: @Sendable () -> Date
 
-    package init(keys: JWTKeyCollection, issuer: String, audience: String) {
-        self.keys = keys
+    /// A verifier trusting the keys of `keys`, whatever `kid` a token names.
+    package init(
+        keys: JWTKeyCollection, issuer: String, audience: String, leeway: Duration = .seconds(60),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        let keySet = VerificationKeySet(collection: keys, identifiers: nil)
+        self.init(
+            keyStore: JWTKeyStore(fixed: keySet, now: now), issuer: issuer, audience: audience, leeway: leeway, now: now
+        )
+    }
+
+    private init(
+        keyStore: JWTKeyStore, issuer: String, audience: String, leeway: Duration, now: @escaping @Sendable () -> Date
+    ) {
+        self.keyStore = keyStore
         self.issuer = issuer
         self.audience = audience
+        self.leeway = leeway
+        self.now = now
     }
 
     /// Loads the keys named by `settings`.
-    /// - Throws: ``ConfigurationError`` when the key file or key set cannot be read or parsed.
+    /// - Parameter now: the clock tokens are checked against (tests set it).
+    /// - Throws: ``ConfigurationError`` when the key file or key set cannot be read or holds no usable key (an RSA
+    ///   key under 2048 bits is not usable).
     package static func load(
-        _ settings: ServiceConfiguration.AuthSettings, httpClient: HTTPClient = .shared, logger: Logger
+        _ settings: ServiceConfiguration.AuthSettings, httpClient: HTTPClient = .shared, logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> AccessTokenVerifier {
-        let keys = JWTKeyCollection()
+        let store: JWTKeyStore
         switch settings.keySource {
         case .publicKeyFile(let path):
             let pem = try readKeyFile(path, variable: "JWT_PUBLIC_KEY_FILE")
-            try await addPublicKey(pem: pem, to: keys, variable: "JWT_PUBLIC_KEY_FILE")
+            let keys = try await VerificationKeySet.publicKey(pem: pem, path: path, variable: "JWT_PUBLIC_KEY_FILE")
+            store = JWTKeyStore(fixed: keys, now: now)
         case .jwksFile(let path):
             let json = try readKeyFile(path, variable: "JWT_JWKS_FILE")
-            do {
-                try await keys.add(jwksJSON: json)
-            } catch {
-                throw ConfigurationError(
-                    variable: "JWT_JWKS_FILE", problem: "\(path) is not a JSON Web Key Set: \(error)")
-            }
+            let keys = try await VerificationKeySet.keySet(
+                json: Array(json.utf8), origin: path, variable: "JWT_JWKS_FILE", logger: logger)
+            store = JWTKeyStore(fixed: keys, now: now)
         case .jwksURL(let url):
-            try await refreshKeySet(keys, from: url, httpClient: httpClient)
-            logger.info("loaded the JSON Web Key Set", metadata: ["jwt.jwks_url": "\(url)"])
+            let remote = JWTKeyStore.Remote(
+                url: url, httpClient: httpClient, minimumRefetchInterval: settings.jwksMinimumRefetchInterval,
+                logger: logger)
+            store = try await JWTKeyStore(remote: remote, now: now)
         }
-        return AccessTokenVerifier(keys: keys, issuer: settings.issuer, audience: settings.audience)
+        return AccessTokenVerifier(
+            keyStore: store, issuer: settings.issuer, audience: settings.audience, leeway: settings.leeway, now: now)
     }
 
-    /// Fetches a JSON Web Key Set and adds its keys (replacing keys with the same `kid`).
-    package static func refreshKeySet(_ keys: JWTKeyCollection, from url: URL, httpClient: HTTPClient) async throws {
-        var request = HTTPClientRequest(url: url.absoluteString)
-        request.headers.add(name: "Accept", value: "application/json")
-        let response = try await httpClient.execute(request, timeout: .seconds(10))
-        guard response.status == .ok else {
-            throw ConfigurationError(variable: "JWT_JWKS_URL", problem: "\(url) answered \(response.status)")
-        }
-        let body = try await response.body.collect(upTo: 1 << 20)
-        do {
-            try await keys.add(jwksJSON: String(buffer: body))
-        } catch {
-            throw ConfigurationError(variable: "JWT_JWKS_URL", problem: "\(url) served no valid key set: \(error)")
-        }
+    /// The service that fetches a JWKS URL's keys again every `interval`, for the service group; nil for keys from
+    /// a file.
+    package func keyRefreshJob(every interval: Duration) -> (any Service)? {
+        keyStore.refreshJob(every: interval)
     }
 
     /// Verifies `token` and returns whom it was issued to.
-    /// - Throws: ``APIError`` 401 with code `TOKEN_EXPIRED` or `INVALID_TOKEN`.
+    /// - Throws: ``APIError`` 401 with code `TOKEN_EXPIRED`, `TOKEN_NOT_YET_VALID`, `TOKEN_TYPE_NOT_ACCEPTED` or
+    ///   `INVALID_TOKEN`.
     package func verify(_ token: String) async throws(APIError) -> Identity {
         try await verifyWithExpiry(token).identity
     }
 
     /// Verifies `token` like ``verify(_:)`` and also returns its `exp` (a long-lived connection ends then).
     package func verifyWithExpiry(_ token: String) async throws(APIError) -> (identity: Identity, expiresAt: Date) {
+        guard let header = TokenHeader(token: token) else {
+            throw APIError(.unauthorized, code: .invalidToken, message: "the token is not valid: malformed")
+        }
+        guard let keys = await keyStore.keys(for: header.kid) else {
+            throw APIError(
+                .unauthorized, code: .invalidToken,
+                message: header.kid.map { "the token names a signing key (kid \($0)) the issuer does not publish" }
+                    ?? "the token names no signing key (kid)"
+            )
+        }
         let claims: AccessTokenClaims
         do {
-            claims = try await keys.verify(token, as: AccessTokenClaims.self)
-        } catch let error as TokenExpired {
-            throw APIError(
-                .unauthorized, code: .tokenExpired, message: "the token expired at \(ISO8601.format(error.expiredAt))")
+            claims = try await keys.collection.verify(token, as: AccessTokenClaims.self)
         } catch {
             throw APIError(.unauthorized, code: .invalidToken, message: "the token is not valid: \(Self.reason(error))")
         }
+        try checkTimes(of: claims)
         guard claims.iss?.value == issuer else {
             throw APIError(.unauthorized, code: .invalidToken, message: "the token was not issued by \(issuer)")
+        }
+        if let tokenUse = claims.tokenUse ?? (isCognitoIssuer ? "" : nil), tokenUse != "access" {
+            throw APIError(
+                .unauthorized, code: .tokenTypeNotAccepted,
+                message: tokenUse == "id"
+                    ? "an ID token is not accepted; send the access token"
+                    : "only access tokens (token_use access) are accepted"
+            )
         }
         let audiences = (claims.aud?.value ?? []) + (claims.clientId.map { [$0] } ?? [])
         guard audiences.contains(audience) else {
@@ -98,6 +133,33 @@ package struct AccessTokenVerifier: Sendable {
         return (Identity(userId: subject, role: role, name: claims.name), claims.exp.value)
     }
 
+    /// `exp` must be after now, `nbf` (if present) and `iat` (if present) not after now, each give or take ``leeway``.
+    private func checkTimes(of claims: AccessTokenClaims) throws(APIError) {
+        let now = now()
+        let leeway = leeway.timeInterval
+        if claims.exp.value.addingTimeInterval(leeway) <= now {
+            throw APIError(
+                .unauthorized, code: .tokenExpired,
+                message: "the token expired at \(ISO8601.format(claims.exp.value))")
+        }
+        if let notBefore = claims.nbf?.value, notBefore.addingTimeInterval(-leeway) > now {
+            throw APIError(
+                .unauthorized, code: .tokenNotYetValid,
+                message: "the token is not valid before \(ISO8601.format(notBefore))")
+        }
+        if let issuedAt = claims.iat?.value, issuedAt.addingTimeInterval(-leeway) > now {
+            throw APIError(
+                .unauthorized, code: .tokenNotYetValid,
+                message: "the token was issued in the future (\(ISO8601.format(issuedAt))); check the clocks")
+        }
+    }
+
+    /// Whether ``issuer`` is a Cognito user pool, whose tokens must say `token_use`.
+    private var isCognitoIssuer: Bool {
+        guard let host = URL(string: issuer)?.host?.lowercased() else { return false }
+        return host.hasPrefix("cognito-idp.") && host.hasSuffix(".amazonaws.com")
+    }
+
     private static func reason(_ error: any Error) -> String {
         if let error = error as? JWTError {
             return error.reason ?? "\(error.errorType)"
@@ -112,43 +174,51 @@ package struct AccessTokenVerifier: Sendable {
             throw ConfigurationError(variable: variable, problem: "cannot read \(path): \(error.localizedDescription)")
         }
     }
+}
 
-    private static func addPublicKey(pem: String, to keys: JWTKeyCollection, variable: String) async throws {
-        if let key = try? Insecure.RSA.PublicKey(pem: pem) {
-            await keys.add(rsa: key, digestAlgorithm: .sha256)
-        } else if let key = try? ES256PublicKey(pem: pem) {
-            await keys.add(ecdsa: key)
-        } else {
-            throw ConfigurationError(variable: variable, problem: "not a PEM RSA or P-256 public key")
-        }
+/// The `kid` of a token's header, read before its signature is checked to pick the key.
+private struct TokenHeader: Decodable {
+    var kid: String?
+
+    init?(token: String) {
+        guard let encoded = token.split(separator: ".", omittingEmptySubsequences: false).first,
+            let data = Data(base64URL: encoded),
+            let header = try? JSONDecoder().decode(TokenHeader.self, from: data)
+        else { return nil }
+        self = header
     }
 }
 
-/// Thrown from claim verification so an expired token gets its own error code.
-struct TokenExpired: Error {
-    var expiredAt: Date
+extension Data {
+    /// Decodes unpadded base64url (RFC 4648 section 5).
+    init?(base64URL text: some StringProtocol) {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        self.init(base64Encoded: base64)
+    }
 }
 
-/// The claims of an access token, Cognito-style.
+/// The claims of an access token, Cognito-style. Only decoded here: ``AccessTokenVerifier`` checks them against
+/// its own clock.
 struct AccessTokenClaims: JWTPayload {
     var sub: SubjectClaim?
     var iss: IssuerClaim?
     var aud: AudienceClaim?
     var exp: ExpirationClaim
+    var nbf: NotBeforeClaim?
+    var iat: IssuedAtClaim?
+    var tokenUse: String?
     var clientId: String?
     var role: String?
     var groups: [String]?
     var name: String?
 
     enum CodingKeys: String, CodingKey {
-        case sub, iss, aud, exp, role, name
+        case sub, iss, aud, exp, nbf, iat, role, name
+        case tokenUse = "token_use"
         case clientId = "client_id"
         case groups = "cognito:groups"
     }
 
-    func verify(using algorithm: some JWTAlgorithm) async throws {
-        if exp.value <= Date() {
-            throw TokenExpired(expiredAt: exp.value)
-        }
-    }
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
 }

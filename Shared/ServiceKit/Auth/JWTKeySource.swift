@@ -6,7 +6,8 @@ package enum JWTKeySource: Sendable, Equatable {
     case publicKeyFile(String)
     /// `JWT_JWKS_FILE`: a JSON Web Key Set on disk.
     case jwksFile(String)
-    /// `JWT_JWKS_URL`: a JSON Web Key Set fetched at start-up and refreshed, e.g. Cognito's
+    /// `JWT_JWKS_URL`: a JSON Web Key Set fetched at start-up, then every `JWT_JWKS_REFRESH_SECONDS` and when a
+    /// token names an unknown `kid` (see ``JWTKeyStore``), e.g. Cognito's
     /// `https://cognito-idp.REGION.amazonaws.com/POOL/.well-known/jwks.json`.
     case jwksURL(URL)
 

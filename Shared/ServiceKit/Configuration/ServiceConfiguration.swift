@@ -68,11 +68,24 @@ package struct ServiceConfiguration: Sendable {
         /// `JWT_AUDIENCE`: the `aud` (or Cognito `client_id`) every token must carry.
         package var audience: String
         package var keySource: JWTKeySource
+        /// `JWT_LEEWAY_SECONDS`, default 60: the clock skew allowed on `exp`, `nbf` and `iat`.
+        package var leeway: Duration
+        /// `JWT_JWKS_REFRESH_SECONDS`, default 3600: how often a `JWT_JWKS_URL` key set is fetched again.
+        package var jwksRefreshInterval: Duration
+        /// The least time between two fetches of a `JWT_JWKS_URL` key set caused by tokens naming an unknown
+        /// `kid` (30 s).
+        package var jwksMinimumRefetchInterval: Duration
 
-        package init(issuer: String, audience: String, keySource: JWTKeySource) {
+        package init(
+            issuer: String, audience: String, keySource: JWTKeySource, leeway: Duration = .seconds(60),
+            jwksRefreshInterval: Duration = .seconds(3600), jwksMinimumRefetchInterval: Duration = .seconds(30)
+        ) {
             self.issuer = issuer
             self.audience = audience
             self.keySource = keySource
+            self.leeway = leeway
+            self.jwksRefreshInterval = jwksRefreshInterval
+            self.jwksMinimumRefetchInterval = jwksMinimumRefetchInterval
         }
     }
 
@@ -111,7 +124,10 @@ package struct ServiceConfiguration: Sendable {
         self.auth = AuthSettings(
             issuer: try environment.required("JWT_ISSUER", meaning: "the iss claim tokens must carry"),
             audience: try environment.required("JWT_AUDIENCE", meaning: "the aud claim tokens must carry"),
-            keySource: try JWTKeySource(environment: environment)
+            keySource: try JWTKeySource(environment: environment),
+            leeway: try environment.seconds("JWT_LEEWAY_SECONDS", default: .seconds(60), in: 0...600),
+            jwksRefreshInterval: try environment.seconds(
+                "JWT_JWKS_REFRESH_SECONDS", default: .seconds(3600), in: 60...86_400)
         )
         self.outbox = OutboxSettings(
             pollInterval: try environment.milliseconds(

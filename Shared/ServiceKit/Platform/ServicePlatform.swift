@@ -67,6 +67,9 @@ package struct ServicePlatform: Sendable {
             OutboxRelay(
                 database: database, producer: producer, outbox: outbox, settings: configuration.outbox, logger: logger),
         ]
+        if let keyRefresh = verifier.keyRefreshJob(every: configuration.auth.jwksRefreshInterval) {
+            platform.services.append(keyRefresh)
+        }
         platform.readinessChecks = [
             ReadinessCheck(name: "postgres") { try await client.query("SELECT 1", logger: logger) },
             ReadinessCheck(name: "kafka") { _ = try await producer.checkBroker(timeout: .milliseconds(1500)) },
@@ -118,7 +121,8 @@ package struct ServicePlatform: Sendable {
         var configuration = consumerConfiguration(name: "\(name).\(UUID().uuidString.lowercased())")
         configuration.autoOffsetReset = .latest
         services.append(
-            EventConsumer(name: name, topics: topics, configuration: configuration, effect: .direct(handler), logger: logger)
+            EventConsumer(
+                name: name, topics: topics, configuration: configuration, effect: .direct(handler), logger: logger)
         )
     }
 
