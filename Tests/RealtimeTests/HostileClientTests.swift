@@ -368,7 +368,8 @@ struct HostileClientTests {
         let clock = NIOAsyncTestingEventLoop()
         var socketIO = SocketIOConfiguration()
         socketIO.timers = clock
-        let server = Server(socketIO: socketIO, verifier: try await JWTKeyCollectionForTests.verifier())
+        // No clock skew allowed, so the deadlines below are the tokens' `exp` (with it, each is `exp` + leeway).
+        let server = Server(socketIO: socketIO, verifier: try await JWTKeyCollectionForTests.verifier(leeway: .zero))
         try await server.run { port in
             let token = try await TestAuth.issuer.token(userId: "rider-1", role: .rider, expiresIn: .seconds(60))
             try await withTestWebSocket(Self.webSocketURL(port), answerPings: true) { socket in
@@ -407,7 +408,7 @@ struct HostileClientTests {
         let clock = NIOAsyncTestingEventLoop()
         var socketIO = SocketIOConfiguration()
         socketIO.timers = clock
-        let server = Server(socketIO: socketIO, verifier: try await JWTKeyCollectionForTests.verifier())
+        let server = Server(socketIO: socketIO, verifier: try await JWTKeyCollectionForTests.verifier(leeway: .zero))
         try await server.run { port in
             let token = try await TestAuth.issuer.token(userId: "customer-1", role: .customer, expiresIn: .seconds(600))
             try await withTestWebSocket(Self.webSocketURL(port), answerPings: true) { socket in

@@ -105,7 +105,8 @@ struct PythonClientTests {
         let port = TestPorts.allocate()
         let token: String =
             switch kind {
-            case "expired": try await TestAuth.issuer.token(userId: "u", role: .customer, expiresIn: .seconds(-10))
+            // Expired beyond the 60 s of clock skew allowed.
+            case "expired": try await TestAuth.issuer.token(userId: "u", role: .customer, expiresIn: .seconds(-120))
             case "forged":
                 try await TokenIssuer(privateKey: .init(), issuer: TestAuth.issuerName, audience: TestAuth.audience)
                     .token(userId: "u", role: .customer)
@@ -185,9 +186,12 @@ func withRunningServer<App: ApplicationProtocol, Result: Sendable>(
 
 /// A verifier trusting the test token issuer.
 enum JWTKeyCollectionForTests {
-    static func verifier() async throws -> AccessTokenVerifier {
+    /// The test issuer's verifier; `leeway` is the clock skew it allows (the services' default unless a test needs
+    /// exact expiry times).
+    static func verifier(leeway: Duration = .seconds(60)) async throws -> AccessTokenVerifier {
         let settings = ServiceConfiguration.AuthSettings(
-            issuer: TestAuth.issuerName, audience: TestAuth.audience, keySource: .publicKeyFile(TestAuth.publicKeyFile)
+            issuer: TestAuth.issuerName, audience: TestAuth.audience, keySource: .publicKeyFile(TestAuth.publicKeyFile),
+            leeway: leeway
         )
         return try await AccessTokenVerifier.load(settings, logger: TestInfrastructure.logger("auth"))
     }

@@ -188,6 +188,20 @@ struct JWTVerificationTests {
         }
     }
 
+    @Test("a long-lived connection is told the token holds until exp plus the leeway, when verify starts refusing it")
+    func acceptedUntil() async throws {
+        let key = SigningKey(kid: "key-1")
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: key.privateKey.publicKey)
+        let verifier = AccessTokenVerifier(
+            keys: keys, issuer: TestAuth.issuerName, audience: TestAuth.audience, leeway: .seconds(60),
+            now: { Self.start }
+        )
+        let token = try await key.sign(Claims(now: Self.start, exp: Self.start + 10))
+        let verified = try await verifier.verifyWithExpiry(token)
+        #expect(verified.expiresAt == Self.start + 70)
+    }
+
     @Test(
         "only access tokens: token_use must be access when present, and is required from a Cognito user pool",
         arguments: [

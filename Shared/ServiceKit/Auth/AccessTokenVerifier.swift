@@ -85,7 +85,8 @@ package struct AccessTokenVerifier: Sendable {
         try await verifyWithExpiry(token).identity
     }
 
-    /// Verifies `token` like ``verify(_:)`` and also returns its `exp` (a long-lived connection ends then).
+    /// Verifies `token` like ``verify(_:)`` and also returns until when it is accepted: its `exp` plus the leeway,
+    /// the moment ``verify(_:)`` starts refusing it (a long-lived connection ends then).
     package func verifyWithExpiry(_ token: String) async throws(APIError) -> (identity: Identity, expiresAt: Date) {
         guard let header = TokenHeader(token: token) else {
             throw APIError(.unauthorized, code: .invalidToken, message: "the token is not valid: malformed")
@@ -130,7 +131,7 @@ package struct AccessTokenVerifier: Sendable {
                     "the token names no known role (role or cognito:groups: customer, rider, vendor, admin, technician)"
             )
         }
-        return (Identity(userId: subject, role: role, name: claims.name), claims.exp.value)
+        return (Identity(userId: subject, role: role, name: claims.name), claims.exp.value.addingTimeInterval(leeway.timeInterval))
     }
 
     /// `exp` must be after now, `nbf` (if present) and `iat` (if present) not after now, each give or take ``leeway``.
