@@ -301,6 +301,8 @@ struct NotificationServiceTests {
         let admin = try await TestAuth.token(uniqueName("admin"), .admin)
         #expect(try await client.get("/v1/notifications", token: admin).errorCode == "VALIDATION_FAILED")
         #expect(try await client.get("/v1/notifications?userId=x&limit=0", token: admin).errorCode == "VALIDATION_FAILED")
+        #expect(try await client.get("/v1/notifications?userId=a%00b", token: admin).errorCode == "INVALID_CHARACTER")
+        #expect(try await client.get("/v1/notifications?userId=a%20b", token: admin).errorCode == "VALIDATION_FAILED")
     }
 
     @Test("device tokens: the platform's format and a limit in bytes; at most 10 devices a user, the oldest dropped")

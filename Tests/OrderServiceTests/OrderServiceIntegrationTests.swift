@@ -312,6 +312,9 @@ struct OrderServiceIntegrationTests {
         )
         #expect(vendorWithNUL.errorCode == "INVALID_CHARACTER")
         #expect(try await client.get("/v1/vendors/v-nul", token: harness.admin).status == 404)
+        let nulInPath = try await client.get("/v1/vendors/abc%00", token: harness.admin)
+        #expect(nulInPath.status == 400)
+        #expect(nulInPath.errorCode == "INVALID_CHARACTER")
     }
 
     @Test("photo proof: a prepaid order needing it is not delivered without; images only; size-limited")

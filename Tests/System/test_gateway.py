@@ -36,6 +36,16 @@ def test_unknown_route_is_a_json_404(gateway):
     assert answer.json()["error"]["code"] == "ROUTE_NOT_FOUND"
 
 
+def test_a_nul_character_in_the_path_or_query_is_a_json_400(cast):
+    # A NUL in the path is refused by nginx itself; one in the query reaches the service, which refuses it.
+    answer = cast.customer.request("GET", "/v1/vendors/abc%00")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "BAD_REQUEST"
+    answer = cast.customer.request("GET", "/v1/chat/quick-replies?x=a%00b")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "INVALID_CHARACTER"
+
+
 def test_each_prefix_reaches_its_service_which_checks_the_token(gateway):
     for method, path in (("GET", "/v1/orders/00000000-0000-0000-0000-000000000000"),
                          ("GET", "/v1/orders/x/chat/messages"), ("GET", "/v1/riders/me"), ("GET", "/v1/tracking/x"),

@@ -133,6 +133,7 @@ package struct ServicePlatform: Sendable {
     package func makeRouter() -> Router<ServiceRequestContext> {
         let router = Router(context: ServiceRequestContext.self)
         router.add(middleware: ErrorMiddleware())
+        router.add(middleware: InputCharactersMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.add(middleware: MetricsMiddleware())
         HealthRoutes.add(to: router, service: configuration.serviceName, checks: readinessChecks)

@@ -92,9 +92,10 @@ struct NotificationRoutes: Sendable {
         }
         api.get("notifications") { request, context in
             _ = try context.requireIdentity(.admin)
-            guard let userId = request.uri.queryParameters["userId"].map(String.init), !userId.isEmpty else {
+            guard let userText = request.uri.queryParameters["userId"].map(String.init), !userText.isEmpty else {
                 throw APIError.validation("'userId' is required")
             }
+            let userId = try Validate.identifier(userText, "userId")
             let limitText = request.uri.queryParameters["limit"].map(String.init) ?? "20"
             guard let limit = Int(limitText), (1...100).contains(limit) else { throw APIError.validation("'limit' must be 1 to 100") }
             return try await database.withConnection { connection in
