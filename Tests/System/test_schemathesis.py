@@ -10,7 +10,6 @@ records failures without failing, so a long run counts them all."""
 import collections
 import json
 import os
-import uuid
 from pathlib import Path
 
 import pytest
@@ -154,6 +153,7 @@ def world(gateway):
 
 @pytest.fixture(scope="module")
 def http():
+    """One connection pool for the whole run; proxies and CA bundles from the environment are ignored."""
     session = requests.Session()
     session.trust_env = False
     return session
@@ -198,6 +198,7 @@ def service_of(case):
 @schemathesis.pytest.parametrize(**API)
 @API["order"].given(real_ids=st.booleans())
 def test_api(case, real_ids, role, world, running_system, http):
+    """One generated request to one operation as one role, through the gateway."""
     party = world.parties[role]
     if real_ids:
         case.path_parameters = {**(case.path_parameters or {}), **{
@@ -215,6 +216,18 @@ def test_api(case, real_ids, role, world, running_system, http):
 
 @schemathesis.pytest.parametrize(**PROBE_ROUTES)
 def test_probes(case, running_system, http):
+    """Liveness, readiness and metrics, asked of the service itself (the gateway does not route them)."""
     service = service_of(case)
     response = case.call(base_url=running_system.service_url(f"{service}-service"), session=http, timeout=15)
     verdict(service, case, response, None)
+
+
+# Temporary, until the service is fixed (/work/helpers/schemathesis-findings.md, finding 1): strict, so the fix
+# turns this into a failure that says to remove the marker.
+@pytest.mark.xfail(strict=True, reason="finding 1: a NUL in userId reaches Postgres and answers 500")
+def test_notification_log_refuses_a_nul_character_in_the_user_id(world, running_system, http):
+    response = http.get(f"{running_system.gateway_url}/v1/notifications", params={"userId": "a\x00b"},
+                        headers={"Authorization": f"Bearer {world.parties['admin'].token}"}, timeout=15,
+                        verify=str(running_system.tls_certificate))
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] in ("INVALID_CHARACTER", "VALIDATION_FAILED")
