@@ -12,8 +12,7 @@ final class SocketIOConnection: Sendable {
 
     private struct State {
         var sockets: [String: SocketIOSocket] = [:]
-        /// A binary packet waiting for its attachments.
-        var partial: (packet: SocketIOPacket, attachments: [[UInt8]])?
+        var assembler = SocketIOPacketAssembler()
     }
 
     private let state = Mutex(State())
@@ -40,29 +39,9 @@ final class SocketIOConnection: Sendable {
     /// One Engine.IO message: a packet, or an attachment of the pending binary packet.
     func receive(_ message: EngineMessage) throws(EngineProtocolError) {
         RealtimeMetrics.packetsIn.increment()
-        switch message {
-        case .text(let text):
-            guard state.withLock({ $0.partial == nil }) else {
-                throw EngineProtocolError("text while attachments are expected")
-            }
-            let packet = try SocketIOPacket.decode(text)
-            if packet.attachmentCount > 0 {
-                state.withLock { $0.partial = (packet, []) }
-            } else {
-                try dispatch(SocketIOPacketWithAttachments(packet: packet, attachments: []))
-            }
-        case .binary(let bytes):
-            let complete = try state.withLock { state throws(EngineProtocolError) -> SocketIOPacketWithAttachments? in
-                guard var partial = state.partial else { throw EngineProtocolError("unexpected binary attachment") }
-                partial.attachments.append(bytes)
-                if partial.attachments.count == partial.packet.attachmentCount {
-                    state.partial = nil
-                    return SocketIOPacketWithAttachments(packet: partial.packet, attachments: partial.attachments)
-                }
-                state.partial = partial
-                return nil
-            }
-            if let complete { try dispatch(complete) }
+        let complete = try state.withLock { state throws(EngineProtocolError) in try state.assembler.receive(message) }
+        if let complete {
+            try dispatch(SocketIOPacketWithAttachments(packet: complete.packet, attachments: complete.attachments))
         }
     }
 
