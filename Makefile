@@ -2,13 +2,14 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help setup build run demo test coverage format lint clean
+.PHONY: help setup build run demo test coverage fuzz format lint clean
 
 help:
 	@echo "make run       install what is missing, build, start Postgres, the broker, the five services and the gateway"
 	@echo "make demo      (with make run going in another terminal) play a delivery and a technician visit through it"
 	@echo "make test      the same set-up on other ports, then every test, then tear down"
 	@echo "make coverage  the tests with code coverage, line coverage per module"
+	@echo "make fuzz      libFuzzer over the protocol parsers, FUZZ_SECONDS (default 60) per target; fails on a crash"
 	@echo "make format    swift format the sources in place"
 	@echo "make lint      fail if swift format would change anything"
 
@@ -29,6 +30,9 @@ test: setup
 
 coverage: setup
 	@deploy/local/test.sh --coverage
+
+fuzz: setup
+	@deploy/local/fuzz.sh
 
 format:
 	swift format format --in-place --recursive --parallel Package.swift Shared Services Tools Tests Benchmarks

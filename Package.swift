@@ -181,6 +181,18 @@ let package = Package(
             path: "Tools/DevToken",
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "fuzz-parsers",
+            dependencies: ["Realtime", "ServiceKit", "Contracts", "OrderService"],
+            path: "Tools/Fuzz",
+            exclude: ["corpus", "dictionaries"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FuzzTests",
+            dependencies: ["fuzz-parsers"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "ContractsTests",
             dependencies: ["Contracts"],

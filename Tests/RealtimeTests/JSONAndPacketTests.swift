@@ -84,7 +84,9 @@ struct JSONAndPacketTests {
 
 @Suite("Engine.IO query strings")
 struct EngineQueryTests {
-    @Test("Empty keys, empty values and bare separators parse without crashing", arguments: ["=", "&=&", "==", "=x", "x=", "&&", "%", "a=%zz"])
+    @Test(
+        "Empty keys, empty values and bare separators parse without crashing",
+        arguments: ["=", "&=&", "==", "=x", "x=", "&&", "%", "a=%zz"])
     func hostileQueries(text: String) {
         _ = EngineServer.query(of: text)
     }
@@ -97,5 +99,31 @@ struct EngineQueryTests {
         #expect(query["t"] == "a b c")
         #expect(query["empty"] == "")
         #expect(query[""] == "")
+    }
+}
+
+@Suite("Socket.IO packet assembly")
+struct SocketIOPacketAssemblerTests {
+    @Test("a binary packet completes with the attachments it announced, in order")
+    func completesWithAttachments() throws {
+        var assembler = SocketIOPacketAssembler()
+        #expect(
+            try assembler.receive(.text(#"52-["m",{"_placeholder":true,"num":0},{"_placeholder":true,"num":1}]"#))
+                == nil)
+        #expect(try assembler.receive(.binary([1])) == nil)
+        let complete = try #require(try assembler.receive(.binary([2, 3])))
+        #expect(complete.packet.type == .binaryEvent)
+        #expect(complete.attachments == [[1], [2, 3]])
+        let next = try #require(try assembler.receive(.text(#"2["after"]"#)))
+        #expect(next.packet.type == .event && next.attachments.isEmpty)
+    }
+
+    @Test("text while attachments are due, and an attachment nobody announced, are protocol errors")
+    func refusesOutOfOrder() throws {
+        var waiting = SocketIOPacketAssembler()
+        _ = try waiting.receive(.text(#"51-["m",{"_placeholder":true,"num":0}]"#))
+        #expect(throws: EngineProtocolError.self) { try waiting.receive(.text(#"2["early"]"#)) }
+        var idle = SocketIOPacketAssembler()
+        #expect(throws: EngineProtocolError.self) { try idle.receive(.binary([1])) }
     }
 }

@@ -14,8 +14,10 @@ final class SocketIOConnection: Sendable {
 
     private struct State {
         var sockets: [String: SocketIOSocket] = [:]
-        /// A binary packet waiting for its attachments.
-        var partial: (packet: SocketIOPacket, attachments: [[UInt8]], cost: Int)?
+        /// Turns messages into packets, holding a binary packet until its attachments arrived.
+        var assembler = SocketIOPacketAssembler()
+        /// What the messages of the packet being assembled cost so far, in bytes.
+        var partialCost = 0
         /// What the queued packets (and the partial one) cost, in bytes.
         var inboundBytes = 0
     }
@@ -70,31 +72,15 @@ final class SocketIOConnection: Sendable {
             session.close(.inboundBacklogFull)
             return
         }
-        switch message {
-        case .text(let text):
-            guard state.withLock({ $0.partial == nil }) else {
-                throw EngineProtocolError("text while attachments are expected")
-            }
-            let packet = try SocketIOPacket.decode(text)
-            if packet.attachmentCount > 0 {
-                state.withLock { $0.partial = (packet, [], cost) }
-            } else {
-                try dispatch(SocketIOPacketWithAttachments(packet: packet, attachments: [], cost: cost))
-            }
-        case .binary(let bytes):
-            let complete = try state.withLock { state throws(EngineProtocolError) -> SocketIOPacketWithAttachments? in
-                guard var partial = state.partial else { throw EngineProtocolError("unexpected binary attachment") }
-                partial.attachments.append(bytes)
-                partial.cost += cost
-                if partial.attachments.count == partial.packet.attachmentCount {
-                    state.partial = nil
-                    return SocketIOPacketWithAttachments(
-                        packet: partial.packet, attachments: partial.attachments, cost: partial.cost)
-                }
-                state.partial = partial
-                return nil
-            }
-            if let complete { try dispatch(complete) }
+        let complete = try state.withLock { state throws(EngineProtocolError) -> SocketIOPacketWithAttachments? in
+            state.partialCost += cost
+            guard let complete = try state.assembler.receive(message) else { return nil }
+            defer { state.partialCost = 0 }
+            return SocketIOPacketWithAttachments(
+                packet: complete.packet, attachments: complete.attachments, cost: state.partialCost)
+        }
+        if let complete {
+            try dispatch(complete)
         }
     }
 

@@ -19,12 +19,13 @@ package struct OrderRoutes: Sendable {
         var address: Address
     }
 
-    struct CreateOrder: Codable, Sendable {
-        var vendorId: String
-        var deliveryAddress: Address
-        var paymentMode: PaymentMode
-        var totalAmount: Decimal
-        var requiresPhotoProof: Bool
+    /// The body of `POST /v1/orders` (package-visible for the HTTP JSON fuzz target).
+    package struct CreateOrder: Codable, Sendable {
+        package var vendorId: String
+        package var deliveryAddress: Address
+        package var paymentMode: PaymentMode
+        package var totalAmount: Decimal
+        package var requiresPhotoProof: Bool
     }
 
     struct CancelOrder: Codable, Sendable {
