@@ -29,6 +29,21 @@ final class OrderHarness: Sendable {
     /// The suite's service, started on first use and left running until the test process ends.
     static func get() async throws -> OrderHarness { try await shared.get() }
 
+    /// Publishes `payload` on its topic, keyed by `aggregateId`, as the service that owns it would.
+    func publish<Payload: EventPayload>(_ payload: Payload, aggregateId: String) async throws {
+        try await producer.send(
+            topic: Payload.topic.rawValue, key: aggregateId,
+            value: try ContractCoding.encode(EventEnvelope(aggregateId: aggregateId, payload: payload)))
+    }
+
+    /// Location's report that tracking of delivery `order` started.
+    func reportTrackingStarted(_ order: OrderView) async throws {
+        try await publish(
+            TrackingStarted(
+                jobId: order.id, kind: .delivery, customerId: order.customerId, courierId: riderId, startedAt: Date()),
+            aggregateId: order.id)
+    }
+
     /// Republishes of a stalled pickup saga before it ends failed, in these tests.
     static let sagaMaximumRepublishes = 3
 

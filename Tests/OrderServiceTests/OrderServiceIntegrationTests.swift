@@ -49,15 +49,7 @@ struct OrderServiceIntegrationTests {
         #expect(try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.customer).status == 403)
 
         // Location and Notification report back; the vendor's dashboard stream reports itself.
-        try await harness.producer.send(
-            topic: Topic.trackingEvents.rawValue, key: order.id,
-            value: try ContractCoding.encode(
-                EventEnvelope(
-                    aggregateId: order.id,
-                    payload: TrackingStarted(jobId: order.id, kind: .delivery, customerId: order.customerId, courierId: harness.riderId, startedAt: Date())
-                )
-            )
-        )
+        try await harness.reportTrackingStarted(order)
         try await harness.producer.send(
             topic: Topic.notificationsEvents.rawValue, key: order.customerId,
             value: try ContractCoding.encode(
@@ -119,27 +111,12 @@ struct OrderServiceIntegrationTests {
             events.contains { $0.payload(as: PushRequested.self)?.correlationId == order.id }
         }
         let push = try #require(pushes.compactMap { $0.payload(as: PushRequested.self) }.first { $0.correlationId == order.id })
-        try await harness.producer.send(
-            topic: Topic.notificationsEvents.rawValue, key: order.customerId,
-            value: try ContractCoding.encode(
-                EventEnvelope(
-                    aggregateId: order.customerId,
-                    payload: PushFailed(
-                        notificationId: push.notificationId, userId: order.customerId, kind: push.kind, correlationId: order.id,
-                        reason: "no_devices", failedAt: Date()
-                    )
-                )
-            )
-        )
-        try await harness.producer.send(
-            topic: Topic.trackingEvents.rawValue, key: order.id,
-            value: try ContractCoding.encode(
-                EventEnvelope(
-                    aggregateId: order.id,
-                    payload: TrackingStarted(jobId: order.id, kind: .delivery, customerId: order.customerId, courierId: harness.riderId, startedAt: Date())
-                )
-            )
-        )
+        try await harness.publish(
+            PushFailed(
+                notificationId: push.notificationId, userId: order.customerId, kind: push.kind, correlationId: order.id,
+                reason: "no_devices", failedAt: Date()),
+            aggregateId: order.customerId)
+        try await harness.reportTrackingStarted(order)
         try await eventually(timeout: .seconds(30), "the saga failed") {
             try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self).status == .failed
         }

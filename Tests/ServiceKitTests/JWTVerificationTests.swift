@@ -16,6 +16,16 @@ import Testing
 struct JWTVerificationTests {
     static let start = Date(timeIntervalSince1970: 1_800_000_000)
 
+    /// A verifier of `key`'s tokens whose clock stands at ``start``.
+    static func verifier(
+        for key: SigningKey, issuer: String = TestAuth.issuerName, leeway: Duration = .seconds(60)
+    ) async -> AccessTokenVerifier {
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: key.privateKey.publicKey)
+        return AccessTokenVerifier(
+            keys: keys, issuer: issuer, audience: TestAuth.audience, leeway: leeway, now: { Self.start })
+    }
+
     @Test("a rotated key is fetched when a token names its kid, at most once per 30 s, and the old key is dropped")
     func unknownKidRefreshesTheKeySet() async throws {
         let clock = Locked(Self.start)
@@ -174,12 +184,7 @@ struct JWTVerificationTests {
     )
     func clockSkew(leeway: Int, claims: Claims, refusal: ErrorCode?) async throws {
         let key = SigningKey(kid: "key-1")
-        let keys = JWTKeyCollection()
-        await keys.add(ecdsa: key.privateKey.publicKey)
-        let verifier = AccessTokenVerifier(
-            keys: keys, issuer: TestAuth.issuerName, audience: TestAuth.audience, leeway: .seconds(leeway),
-            now: { Self.start }
-        )
+        let verifier = await Self.verifier(for: key, leeway: .seconds(leeway))
         let token = try await key.sign(claims)
         if let refusal {
             await expectRefused(token, by: verifier, code: refusal)
@@ -191,12 +196,7 @@ struct JWTVerificationTests {
     @Test("a long-lived connection is told the token holds until exp plus the leeway, when verify starts refusing it")
     func acceptedUntil() async throws {
         let key = SigningKey(kid: "key-1")
-        let keys = JWTKeyCollection()
-        await keys.add(ecdsa: key.privateKey.publicKey)
-        let verifier = AccessTokenVerifier(
-            keys: keys, issuer: TestAuth.issuerName, audience: TestAuth.audience, leeway: .seconds(60),
-            now: { Self.start }
-        )
+        let verifier = await Self.verifier(for: key, leeway: .seconds(60))
         let token = try await key.sign(Claims(now: Self.start, exp: Self.start + 10))
         let verified = try await verifier.verifyWithExpiry(token)
         #expect(verified.expiresAt == Self.start + 70)
@@ -216,10 +216,7 @@ struct JWTVerificationTests {
     )
     func tokenUse(issuer: String, tokenUse: String?, refusal: ErrorCode?) async throws {
         let key = SigningKey(kid: "key-1")
-        let keys = JWTKeyCollection()
-        await keys.add(ecdsa: key.privateKey.publicKey)
-        let verifier = AccessTokenVerifier(
-            keys: keys, issuer: issuer, audience: TestAuth.audience, now: { Self.start })
+        let verifier = await Self.verifier(for: key, issuer: issuer)
         var claims = Claims(now: Self.start, issuer: issuer)
         claims.tokenUse = tokenUse
         if tokenUse == "access" {
@@ -303,10 +300,7 @@ struct JWTVerificationTests {
     @Test("the new 401 codes reach the client through the middleware with WWW-Authenticate")
     func middlewareAnswers() async throws {
         let key = SigningKey(kid: "key-1")
-        let keys = JWTKeyCollection()
-        await keys.add(ecdsa: key.privateKey.publicKey)
-        let verifier = AccessTokenVerifier(
-            keys: keys, issuer: TestAuth.issuerName, audience: TestAuth.audience, now: { Self.start })
+        let verifier = await Self.verifier(for: key)
         var idToken = Claims(now: Self.start)
         idToken.tokenUse = "id"
         let cases: [(String, ErrorCode)] = [
