@@ -238,7 +238,8 @@ struct EngineIOConformanceTests {
     func upgradeExclusive() async throws {
         try await ConformanceFixture.run(path: "/engine.io") { server in
             let sid = try await server.openPollingSession()
-            try await withTestWebSocket(server.webSocketURL("&sid=\(sid)")) { socket in
+            // Pings (every 300 ms here) are answered aside: the refusals below can take longer than that.
+            try await withTestWebSocket(server.webSocketURL("&sid=\(sid)"), answerPings: true) { socket in
                 socket.send("2probe")
                 #expect(try await socket.next() == .text("3probe"))
                 socket.send("5")
