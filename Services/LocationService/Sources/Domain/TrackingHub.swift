@@ -147,7 +147,7 @@ package final class TrackingHub: Sendable {
         )
         if job.state.sharesLocation, let courierId = job.courierId, let latest = book.latest(courierId) {
             view.lastLocation = Self.location(job.jobId, latest.position)
-            view.lastUpdatedAt = latest.receivedAt
+            view.lastUpdatedAt = latest.position.recordedAt
             if job.state == .live {
                 view.eta = await eta.latest(job, from: latest.position.point, learnedSpeedMps: book.learnedSpeed(courierId))
             } else {
@@ -164,7 +164,7 @@ package final class TrackingHub: Sendable {
         for job in jobs {
             track(job)
             let latest = job.courierId.flatMap { book.latest($0) }
-            let lastUpdatedAt = job.state.sharesLocation ? latest?.receivedAt : nil
+            let lastUpdatedAt = job.state.sharesLocation ? latest?.position.recordedAt : nil
             await namespace.emit(
                 "tracking_status", TrackingStatus(jobId: job.jobId, state: job.state, message: job.message, lastUpdatedAt: lastUpdatedAt),
                 toRoom: Self.room(job.jobId)
