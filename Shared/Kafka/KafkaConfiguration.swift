@@ -66,6 +66,10 @@ package struct KafkaConsumerConfiguration: Sendable {
     package var maxPollInterval: Duration = .seconds(7)
     package var sessionTimeout: Duration = .seconds(6)
     package var heartbeatInterval: Duration = .seconds(1)
+    /// How long ``KafkaConsumer/close()`` waits for the broker to confirm the member left the group. Tansu holds
+    /// that answer while a join is pending (up to about 5 s); past this bound the close goes on in the background
+    /// and the broker drops the member after `sessionTimeout` (a commit still in flight may be redelivered).
+    package var closeTimeout: Duration = .seconds(2)
 
     package init(client: KafkaClientConfiguration, groupId: String) {
         self.client = client

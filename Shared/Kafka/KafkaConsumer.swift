@@ -36,6 +36,7 @@ package final class KafkaConsumer: Sendable {
     private let client: RDKafkaClient
     private let logger: Logger
     private let loop: ConsumerLoop
+    private let closeTimeout: Duration
     package let groupId: String
 
     /// Creates the consumer and subscribes; joining the group happens in the background while polling.
@@ -57,6 +58,7 @@ package final class KafkaConsumer: Sendable {
             )
         }
         self.loop = ConsumerLoop(client: client, groupId: configuration.groupId, logger: logger)
+        self.closeTimeout = configuration.closeTimeout
     }
 
     deinit { loop.stop() }
@@ -92,9 +94,16 @@ package final class KafkaConsumer: Sendable {
         return result
     }
 
-    /// Leaves the group (handing partitions over) and stops consuming. Idempotent.
+    /// Stops consuming and leaves the group (handing partitions over). Returns once the broker confirmed, or after
+    /// the configuration's `closeTimeout` with the close still going on in the background (logged). Idempotent.
     package func close() async {
-        await loop.close()
+        let confirmed = await loop.close(within: closeTimeout)
+        if !confirmed {
+            logger.warning(
+                "the broker did not confirm leaving the group in time; closing in the background",
+                metadata: ["kafka.group": "\(groupId)", "timeout": "\(closeTimeout)"]
+            )
+        }
     }
 
     /// The consumer's messages as an `AsyncSequence`.
@@ -118,7 +127,7 @@ package final class KafkaConsumer: Sendable {
 private final class ConsumerLoop: Sendable {
     private enum Command: Sendable {
         case commit([KafkaTopicPartition: Int64], waitForBroker: Bool, CheckedContinuation<Void, any Error>)
-        case close(CheckedContinuation<Void, Never>)
+        case close
     }
 
     private struct State: Sendable {
@@ -127,6 +136,10 @@ private final class ConsumerLoop: Sendable {
         var stash: KafkaMessage?
         var commands: [Command] = []
         var closed = false
+        /// librdkafka's close returned: the group was left.
+        var closeFinished = false
+        var closeWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextCloseWaiter = 0
         var stopped = false
     }
 
@@ -185,19 +198,35 @@ private final class ConsumerLoop: Sendable {
         }
     }
 
-    func close() async {
-        await withCheckedContinuation { continuation in
-            let (accepted, waiter) = state.withLock {
-                state -> (Bool, CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>?) in
-                guard !state.closed else { return (false, nil) }
-                state.closed = true
-                state.commands.append(.close(continuation))
-                defer { state.waiter = nil }
-                return (true, state.waiter)
-            }
-            waiter?.resume(returning: .success(nil))
-            if accepted { wake.signal() } else { continuation.resume() }
+    /// Asks the thread to close the consumer; true once librdkafka's close returned, false after `timeout`.
+    func close(within timeout: Duration) async -> Bool {
+        let (accepted, waiter) = state.withLock {
+            state -> (Bool, CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>?) in
+            guard !state.closed else { return (false, nil) }
+            state.closed = true
+            state.commands.append(.close)
+            defer { state.waiter = nil }
+            return (true, state.waiter)
         }
+        waiter?.resume(returning: .success(nil))
+        if accepted { wake.signal() }
+        // Waits even in a cancelled task: closing is clean-up, and `timeout` bounds it.
+        let id = state.withLock { state in
+            defer { state.nextCloseWaiter += 1 }
+            return state.nextCloseWaiter
+        }
+        await withCheckedContinuation { continuation in
+            let finished = state.withLock { state -> Bool in
+                if state.closeFinished { return true }
+                state.closeWaiters[id] = continuation
+                return false
+            }
+            guard !finished else { return continuation.resume() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.milliseconds))) {
+                self.state.withLock { $0.closeWaiters.removeValue(forKey: id) }?.resume()
+            }
+        }
+        return state.withLock { $0.closeFinished }
     }
 
     /// Ends the thread without leaving the group cleanly (the handle's destruction does that).
@@ -216,10 +245,15 @@ private final class ConsumerLoop: Sendable {
                 switch command {
                 case .commit(let offsets, let waitForBroker, let continuation):
                     continuation.resume(with: Result { try commitNow(offsets, waitForBroker: waitForBroker) })
-                case .close(let continuation):
+                case .close:
                     rd_kafka_consumer_close(client.handle)
                     failPendingCommands()
-                    continuation.resume()
+                    let waiters = state.withLock { state in
+                        state.closeFinished = true
+                        defer { state.closeWaiters.removeAll() }
+                        return Array(state.closeWaiters.values)
+                    }
+                    for waiter in waiters { waiter.resume() }
                     return
                 }
             }

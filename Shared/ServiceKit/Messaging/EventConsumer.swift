@@ -194,3 +194,19 @@ package final class EventConsumer: Service, Sendable {
         return false
     }
 }
+
+/// A service's consumers as one service: they run side by side and a graceful shutdown closes them all at once,
+/// so the service stops within one consumer's close time (which may wait on the broker), not their sum.
+package struct EventConsumers: Service {
+    let consumers: [EventConsumer]
+
+    package init(_ consumers: [EventConsumer]) { self.consumers = consumers }
+
+    package func run() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            for consumer in consumers {
+                group.addTask { try await consumer.run() }
+            }
+        }
+    }
+}

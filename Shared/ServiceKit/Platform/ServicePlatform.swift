@@ -21,7 +21,17 @@ package struct ServicePlatform: Sendable {
     package let producer: KafkaProducer
     package let outbox: Outbox
     package let verifier: AccessTokenVerifier
-    package private(set) var services: [any Service] = []
+    /// The platform's services in start order (shutdown runs in reverse), the service's consumers as one
+    /// ``EventConsumers`` where the first was added.
+    package var services: [any Service] {
+        guard let consumersPosition else { return otherServices }
+        var services = otherServices
+        services.insert(EventConsumers(consumers), at: consumersPosition)
+        return services
+    }
+    private var otherServices: [any Service] = []
+    private var consumers: [EventConsumer] = []
+    private var consumersPosition: Int?
     package private(set) var readinessChecks: [ReadinessCheck] = []
 
     /// Applies the migrations (ServiceKit's, then the service's), creates the topics, and opens the producer.
@@ -62,13 +72,13 @@ package struct ServicePlatform: Sendable {
             configuration: configuration, logger: logger, database: database, producer: producer, outbox: outbox,
             verifier: verifier
         )
-        platform.services = [
+        platform.otherServices = [
             client, producer,
             OutboxRelay(
                 database: database, producer: producer, outbox: outbox, settings: configuration.outbox, logger: logger),
         ]
         if let keyRefresh = verifier.keyRefreshJob(every: configuration.auth.jwksRefreshInterval) {
-            platform.services.append(keyRefresh)
+            platform.otherServices.append(keyRefresh)
         }
         platform.readinessChecks = [
             ReadinessCheck(name: "postgres") { try await client.query("SELECT 1", logger: logger) },
@@ -91,7 +101,7 @@ package struct ServicePlatform: Sendable {
         name: String, topics: [Topic],
         handler: @escaping @Sendable (DecodedEvent, PostgresConnection) async throws -> Void
     ) {
-        services.append(
+        addConsumer(
             EventConsumer(
                 name: name, topics: topics, configuration: consumerConfiguration(name: name),
                 effect: .transactional(database, handler), logger: logger
@@ -105,7 +115,7 @@ package struct ServicePlatform: Sendable {
         name: String, topics: [Topic],
         handler: @escaping @Sendable (DecodedEvent, PostgresConnection) async throws -> EventConsumer.FollowUp?
     ) {
-        services.append(
+        addConsumer(
             EventConsumer(
                 name: name, topics: topics, configuration: consumerConfiguration(name: name),
                 effect: .transactionalWithFollowUp(database, handler), logger: logger
@@ -120,14 +130,19 @@ package struct ServicePlatform: Sendable {
     ) {
         var configuration = consumerConfiguration(name: "\(name).\(UUID().uuidString.lowercased())")
         configuration.autoOffsetReset = .latest
-        services.append(
+        addConsumer(
             EventConsumer(
                 name: name, topics: topics, configuration: configuration, effect: .direct(handler), logger: logger)
         )
     }
 
+    private mutating func addConsumer(_ consumer: EventConsumer) {
+        if consumersPosition == nil { consumersPosition = otherServices.count }
+        consumers.append(consumer)
+    }
+
     /// Adds a long-lived service (e.g. a scheduler) to run with the platform's.
-    package mutating func addService(_ service: any Service) { services.append(service) }
+    package mutating func addService(_ service: any Service) { otherServices.append(service) }
 
     /// A router with the shared middleware (errors as JSON, request logs, metrics) and the health routes.
     package func makeRouter() -> Router<ServiceRequestContext> {
