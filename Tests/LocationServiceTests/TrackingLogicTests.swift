@@ -12,6 +12,30 @@ struct TrackingLogicTests {
         )
     }
 
+    @Test("a reload whose query started before a job turned live here keeps it tracked; a later reload decides")
+    func trackedJobsKeepChangesMadeDuringAReload() {
+        var tracked = TrackedJobs()
+        var waiting = Self.job(.serviceRequest)
+        waiting.state = .waitingForTravelMode
+        var live = waiting
+        live.state = .live
+
+        let readAt = tracked.generation
+        tracked.track(live)
+        tracked.reload([waiting], readAt: readAt)
+        #expect(tracked.jobs(of: "courier-1") == [live], "the older snapshot undid the change made during its query")
+
+        tracked.reload([live], readAt: tracked.generation)
+        #expect(tracked.jobs(of: "courier-1") == [live])
+        var ended = live
+        ended.state = .ended
+        tracked.reload([], readAt: tracked.generation)
+        #expect(tracked.jobs(of: "courier-1").isEmpty, "a reload after the change no longer keeps it")
+        tracked.track(live)
+        tracked.track(ended)
+        #expect(tracked.jobs(of: "courier-1").isEmpty)
+    }
+
     @Test("a delivery is live while travelling and stops with the reason it finished")
     func delivery() {
         var job = Self.job(.delivery)

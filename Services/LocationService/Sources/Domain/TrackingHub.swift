@@ -19,8 +19,7 @@ package final class TrackingHub: Sendable {
     let eta: EtaCoordinator
     let producer: KafkaProducer
     let logger: Logger
-    /// Tracked (live or stale) jobs by courier.
-    private let tracked = Mutex<[String: [TrackingJob]]>([:])
+    private let tracked = Mutex(TrackedJobs())
 
     package init(
         settings: LocationSettings, database: Database, engine: TrackingEngine, namespace: SocketIONamespace, eta: EtaCoordinator,
@@ -93,7 +92,7 @@ package final class TrackingHub: Sendable {
     }
 
     private func deliver(_ position: CourierPosition, courierId: String) async {
-        for job in tracked.withLock({ $0[courierId] ?? [] }) {
+        for job in tracked.withLock({ $0.jobs(of: courierId) }) {
             // Live again: `after` sends the status, this location and a fresh ETA. No job back means the database
             // has it live already (this instance's list, reloaded by `tick`, was older): deliver as usual, never
             // drop the position.
@@ -184,19 +183,14 @@ package final class TrackingHub: Sendable {
         }
     }
 
-    private func track(_ job: TrackingJob) {
-        tracked.withLock { tracked in
-            for courier in tracked.keys { tracked[courier]?.removeAll { $0.jobId == job.jobId } }
-            if job.state.sharesLocation, let courierId = job.courierId { tracked[courierId, default: []].append(job) }
-            tracked = tracked.filter { !$0.value.isEmpty }
-        }
-    }
+    private func track(_ job: TrackingJob) { tracked.withLock { $0.track(job) } }
 
     /// One round of the hub's housekeeping: reloads the tracked jobs, marks silent ones stale, ends those past
     /// the time limit.
     package func tick() async throws {
+        let readAt = tracked.withLock { $0.generation }
         let jobs = try await database.withConnection { try await engine.trackedJobs(on: $0) }
-        tracked.withLock { tracked in tracked = Dictionary(grouping: jobs.filter { $0.courierId != nil }, by: { $0.courierId! }) }
+        tracked.withLock { $0.reload(jobs, readAt: readAt) }
         let now = Date()
         let staleAfter = Double(settings.staleAfter.components.seconds)
         for job in jobs where job.state == .live {

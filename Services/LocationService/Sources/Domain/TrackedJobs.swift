@@ -1,0 +1,38 @@
+/// The jobs an instance tracks (live or stale), by courier: changed at once for changes made here, reloaded from
+/// Postgres every tick. A reload never undoes a change made while its query ran (the snapshot may predate it):
+/// otherwise a job turned live just then looked untracked until the next tick and its positions were dropped.
+/// Pure: no I/O.
+package struct TrackedJobs: Sendable {
+    private var byCourier: [String: [TrackingJob]] = [:]
+    /// Counts `track` calls; a reload names the generation its query started at.
+    package private(set) var generation = 0
+    /// Each job's last change made here, with its generation, until a reload that started after it.
+    private var changes: [String: (generation: Int, job: TrackingJob)] = [:]
+
+    package init() {}
+
+    /// The tracked jobs of `courierId`.
+    package func jobs(of courierId: String) -> [TrackingJob] { byCourier[courierId] ?? [] }
+
+    /// A job changed here: tracked if it shares its courier's location, untracked otherwise.
+    package mutating func track(_ job: TrackingJob) {
+        generation += 1
+        changes[job.jobId] = (generation, job)
+        place(job)
+    }
+
+    /// The tracked jobs as a query that started at `generation` read them; changes made since then stay.
+    package mutating func reload(_ jobs: [TrackingJob], readAt generation: Int) {
+        byCourier = [:]
+        for job in jobs where changes[job.jobId].map({ $0.generation <= generation }) ?? true { place(job) }
+        changes = changes.filter { $0.value.generation > generation }
+        for change in changes.values { place(change.job) }
+    }
+
+    private mutating func place(_ job: TrackingJob) {
+        for courier in byCourier.keys { byCourier[courier]?.removeAll { $0.jobId == job.jobId } }
+        if job.state.sharesLocation, let courierId = job.courierId { byCourier[courierId, default: []].append(job) }
+        byCourier = byCourier.filter { !$0.value.isEmpty }
+    }
+
+}
