@@ -211,6 +211,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "DocumentationTests",
+            dependencies: [
+                "OrderService", "ChatService", "AllocationService", "LocationService", "NotificationService",
+                "TestSupport", "Contracts", "ServiceKit",
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "KafkaTests",
             dependencies: ["Kafka", "TestSupport"],
             swiftSettings: swiftSettings

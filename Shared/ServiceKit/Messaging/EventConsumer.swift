@@ -27,7 +27,7 @@ package final class EventConsumer: Service, Sendable {
     package typealias FollowUp = @Sendable () async -> Void
 
     package let name: String
-    private let topics: [Topic]
+    package let topics: [Topic]
     private let configuration: KafkaConsumerConfiguration
     private let effect: Effect
     private let logger: Logger
@@ -123,6 +123,13 @@ package final class EventConsumer: Service, Sendable {
                 backoff = min(backoff * 2, .seconds(10))
             }
         }
+    }
+
+    /// Whether every instance consumes for itself (a stream consumer, for its sockets) rather than the service's
+    /// instances sharing one group.
+    package var eachInstance: Bool {
+        if case .direct = effect { return true }
+        return false
     }
 
     private func apply(_ event: DecodedEvent) async throws {

@@ -67,6 +67,8 @@ extension ServiceMain {
 package struct ServiceApplication: Sendable {
     package let application: any ApplicationProtocol
     package let servicesShutDownFirst: [any Service]
+    /// The service's event consumers (run among the application's services).
+    package let consumers: [EventConsumer]
     /// The configured HTTP port.
     package let port: Int
     package let logger: Logger

@@ -30,7 +30,8 @@ package struct ServicePlatform: Sendable {
         return services
     }
     private var otherServices: [any Service] = []
-    private var consumers: [EventConsumer] = []
+    /// The consumers added, in order.
+    package private(set) var consumers: [EventConsumer] = []
     private var consumersPosition: Int?
     package private(set) var readinessChecks: [ReadinessCheck] = []
 
@@ -176,8 +177,8 @@ package struct ServicePlatform: Sendable {
             logger: logger
         )
         return ServiceApplication(
-            application: application, servicesShutDownFirst: servicesShutDownFirst, port: configuration.http.port,
-            logger: logger
+            application: application, servicesShutDownFirst: servicesShutDownFirst, consumers: consumers,
+            port: configuration.http.port, logger: logger
         )
     }
 
