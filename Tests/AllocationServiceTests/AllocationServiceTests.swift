@@ -240,12 +240,12 @@ struct AllocationServiceTests {
             #expect(answer.status == 422)
             #expect(answer.errorCode == "PRECISE_LOCATION_REQUIRED")
         }
-        #expect(try await client.get("/v1/riders/me", token: token).decode(RiderView.self).status == "offline")
+        #expect(try await client.get("/v1/riders/me", token: token).decode(RiderView.self).status.rawValue == "offline")
         let online = try await client.setAvailability(.online(at: spot, accuracy: 50), token: token)
         #expect(online.status == 200)
-        #expect(try online.decode(RiderView.self).status == "online")
+        #expect(try online.decode(RiderView.self).status.rawValue == "online")
         let offline = try await client.setAvailability(AvailabilityBody(status: "offline"), token: token)
-        #expect(try offline.decode(RiderView.self).status == "offline")
+        #expect(try offline.decode(RiderView.self).status.rawValue == "offline")
     }
 
     @Test("positions from couriers.positions move an online rider; older ones are ignored")
@@ -369,7 +369,7 @@ struct AllocationRestartTests {
             #expect(farOffer?.orderId == orderId)
             let late = try await client.request(.POST, "/v1/offers/\(offer.offerId)/accept", token: near)
             #expect(late.errorCode == "OFFER_EXPIRED")
-            #expect(try await client.get("/v1/riders/me", token: near).decode(RiderView.self).status == "online")
+            #expect(try await client.get("/v1/riders/me", token: near).decode(RiderView.self).status.rawValue == "online")
         }
     }
 }

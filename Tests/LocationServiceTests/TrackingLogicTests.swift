@@ -65,7 +65,8 @@ struct TrackingLogicTests {
         job.phase = .travelling
         #expect(job.settle(now: now) == nil)
         #expect(job.state == .waitingForTravelMode)
-        #expect(job.message == "Technician is on the way. Live location will be available once the technician enables it.")
+        #expect(
+            job.message == "Technician is on the way. Live location will be available once the technician enables it.")
         job.travelMode = true
         #expect(job.settle(now: now) == .started)
         job.travelMode = false
@@ -82,11 +83,13 @@ struct TrackingLogicTests {
     @Test("ETA sentences, in minutes rounded up and kilometres or metres")
     func etaText() {
         let now = Date(timeIntervalSince1970: 1_000)
-        let far = EtaUpdate.available(jobId: "j", kind: .serviceRequest, estimate: RouteEstimate(seconds: 690, meters: 2_512), now: now)
+        let far = EtaUpdate.available(
+            jobId: "j", kind: .serviceRequest, estimate: RouteEstimate(seconds: 690, meters: 2_512), now: now)
         #expect(far.text == "Arriving in 12 minutes")
         #expect(far.spokenText == "Technician is currently 2.5 km away and is expected to arrive in 12 minutes.")
         #expect(far.arrivalAt == now.addingTimeInterval(690))
-        let near = EtaUpdate.available(jobId: "j", kind: .delivery, estimate: RouteEstimate(seconds: 20, meters: 184), now: now)
+        let near = EtaUpdate.available(
+            jobId: "j", kind: .delivery, estimate: RouteEstimate(seconds: 20, meters: 184), now: now)
         #expect(near.text == "Arriving in 1 minute")
         #expect(near.spokenText == "Your rider is currently 180 m away and is expected to arrive in 1 minute.")
         #expect(EtaUpdate.unavailable(jobId: "j").available == false)
@@ -112,7 +115,9 @@ struct TrackingLogicTests {
         let book = PositionBook(rate: 1, burst: 3, publishInterval: .seconds(3))
         let now = Date()
         func position(_ offset: TimeInterval) -> CourierPosition {
-            CourierPosition(lat: 12.9, lng: 77.6, accuracyMeters: 5, headingDegrees: nil, speedMps: nil, recordedAt: now.addingTimeInterval(offset))
+            CourierPosition(
+                lat: 12.9, lng: 77.6, accuracyMeters: 5, headingDegrees: nil, speedMps: nil,
+                recordedAt: now.addingTimeInterval(offset))
         }
         #expect(book.record(position(0), courierId: "c", now: now) == .accepted(publish: true))
         #expect(book.record(position(1), courierId: "c", now: now.addingTimeInterval(1)) == .accepted(publish: false))

@@ -22,11 +22,11 @@ package enum AllocationService: ServiceDefinition {
     {
         var platform = platform
         let settings = try AllocationSettings(environment: environment)
-        let engine = AllocationEngine(settings: settings, outbox: platform.outbox, logger: platform.logger)
+        let workflow = AllocationWorkflow(settings: settings, outbox: platform.outbox, logger: platform.logger)
         let realtime = try await platform.makeRealtimeServer(environment: environment)
         let riders = realtime.namespace("/rider")
         riders.requireToken(platform.verifier, roles: [.rider])
-        let notifier = RiderNotifier(namespace: riders, database: platform.database, engine: engine)
+        let notifier = RiderNotifier(namespace: riders, database: platform.database, workflow: workflow)
         riders.onConnect { socket in await notifier.resendPendingOffer(to: socket) }
         riders.on("received", OfferReceipt.self) { socket, receipt in
             try await notifier.received(receipt, from: socket)
@@ -35,28 +35,25 @@ package enum AllocationService: ServiceDefinition {
 
         platform.addConsumerWithFollowUp(name: "allocation-orders", topics: [.ordersEvents]) {
             (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
-            let notices = try await engine.apply(orderEvent: event, on: connection)
+            let notices = try await workflow.apply(orderEvent: event, on: connection)
             // The riders are told once the transaction committed.
             if notices.isEmpty { return nil }
             return { @Sendable in await notifier.after(notices) }
         }
         platform.addConsumer(name: "allocation-positions", topics: [.couriersPositions]) {
             (event: DecodedEvent, connection: PostgresConnection) async throws in
-            if let position = event.payload(as: PositionUpdated.self) { try await engine.moved(position, on: connection) }
+            if let position = event.payload(as: PositionUpdated.self) { try await workflow.moved(position, on: connection) }
         }
         // Fires offer deadlines, skips unreachable riders and retries orders nobody took; the deadlines are rows,
         // so they fire after a restart too.
         platform.addPeriodicJob(every: settings.tick, failure: "allocation deadlines could not be checked") {
-            let notices = try await database.transaction { connection in
-                try await engine.expireDue(on: connection) + (try await engine.skipUnreachable(on: connection))
-                    + (try await engine.retryWaiting(on: connection))
-            }
+            let notices = try await database.transaction { try await workflow.runDeadlines(on: $0) }
             await notifier.after(notices)
         }
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)
-        AllocationRoutes(database: database, engine: engine, notifier: notifier).register(on: api)
+        AllocationRoutes(database: database, workflow: workflow, notifier: notifier).register(on: api)
         return platform.makeApplication(router: router, realtime: realtime)
     }
 }
@@ -68,7 +65,7 @@ struct OfferReceipt: Codable, Sendable { var offerId: String }
 struct RiderNotifier: Sendable {
     let namespace: SocketIONamespace
     let database: Database
-    let engine: AllocationEngine
+    let workflow: AllocationWorkflow
 
     struct Expired: Codable, Sendable {
         var offerId: String
@@ -98,7 +95,7 @@ struct RiderNotifier: Sendable {
     /// A rider (re)connecting sees their pending offer again.
     func resendPendingOffer(to socket: SocketIOSocket) async {
         guard let riderId = socket.identity?.userId,
-            let offer = try? await database.withConnection({ try await engine.pendingOffer(riderId: riderId, on: $0) })
+            let offer = try? await database.withConnection({ try await workflow.pendingOffer(riderId: riderId, on: $0) })
         else { return }
         socket.emit("offer", offer)
     }
@@ -106,6 +103,6 @@ struct RiderNotifier: Sendable {
     func received(_ receipt: OfferReceipt, from socket: SocketIOSocket) async throws -> OfferView {
         guard let riderId = socket.identity?.userId else { throw APIError.unauthorized("not signed in") }
         guard let offerId = UUID(uuidString: receipt.offerId) else { throw APIError.validation("'offerId' is not an offer id") }
-        return try await database.transaction { try await engine.received(offerId, riderId: riderId, on: $0) }
+        return try await database.transaction { try await workflow.received(offerId, riderId: riderId, on: $0) }
     }
 }

@@ -128,8 +128,8 @@ package final class SocketIONamespace: Sendable {
                 reply = try JSONValue(encoding: try await handler(socket, decoded))
             } catch let error as APIError {
                 reply = SocketIOError.body(code: error.code, message: error.message)
-            } catch let error as EventTooLarge {
-                reply = SocketIOError.body(code: .eventTooLarge, message: error.description)
+            } catch let error as any APIErrorConvertible {
+                reply = SocketIOError.body(code: error.apiError.code, message: error.apiError.message)
             } catch {
                 logger.error(
                     "\(event) handler failed",

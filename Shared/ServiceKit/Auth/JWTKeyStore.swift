@@ -162,8 +162,3 @@ final class JWTKeyStore: Sendable {
             logger: remote.logger)
     }
 }
-
-extension Duration {
-    /// The duration in seconds, with its fraction, for `Date` arithmetic.
-    var timeInterval: TimeInterval { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

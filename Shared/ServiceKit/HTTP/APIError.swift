@@ -83,12 +83,17 @@ extension APIError {
     }
 }
 
-extension APIError {
-    /// The answer for an error the platform's own layers throw below the HTTP edge.
-    package init(domainError error: EventTooLarge) {
-        self.init(
-            .contentTooLarge, code: .eventTooLarge, message: error.description,
-            details: ["maximumBytes": String(error.maximumBytes)]
+/// An error of the domain (below the HTTP and socket edges), with the answer the edges give for it. Domain code
+/// throws its own types; only the edges (``ErrorMiddleware``, socket handlers) turn them into ``APIError``s.
+package protocol APIErrorConvertible: Error {
+    var apiError: APIError { get }
+}
+
+extension EventTooLarge: APIErrorConvertible {
+    package var apiError: APIError {
+        APIError(
+            .contentTooLarge, code: .eventTooLarge, message: description,
+            details: ["maximumBytes": String(maximumBytes)]
         )
     }
 }

@@ -15,8 +15,8 @@ package struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as APIError {
             return try error.response(from: request, context: context)
-        } catch let error as EventTooLarge {
-            return try APIError(domainError: error).response(from: request, context: context)
+        } catch let error as any APIErrorConvertible {
+            return try error.apiError.response(from: request, context: context)
         } catch let error as HTTPError {
             return try Self.apiError(status: error.status, message: error.body, headers: error.headers)
                 .response(from: request, context: context)

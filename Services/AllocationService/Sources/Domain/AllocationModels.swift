@@ -28,16 +28,12 @@ package struct AllocationSettings: Sendable {
         receiptTimeout = try environment.seconds("OFFER_RECEIPT_TIMEOUT_SECONDS", default: .seconds(10), in: 1...3600)
         radiusMeters = try environment.double("ALLOCATION_RADIUS_KM", default: 5, in: 0.1...500) * 1000
         preciseAccuracyMeters = try environment.double("PRECISE_LOCATION_ACCURACY_METERS", default: 50, in: 1...10_000)
-        locationMaxAge = try environment.seconds("PRECISE_LOCATION_MAX_AGE_SECONDS", default: .seconds(120), in: 1...86_400)
-        retryInitial = try environment.milliseconds("ALLOCATION_RETRY_INITIAL_MS", default: .seconds(2), in: 10...3_600_000)
+        locationMaxAge = try environment.seconds(
+            "PRECISE_LOCATION_MAX_AGE_SECONDS", default: .seconds(120), in: 1...86_400)
+        retryInitial = try environment.milliseconds(
+            "ALLOCATION_RETRY_INITIAL_MS", default: .seconds(2), in: 10...3_600_000)
         retryMaximum = try environment.seconds("ALLOCATION_RETRY_MAX_SECONDS", default: .seconds(60), in: 1...86_400)
         tick = try environment.milliseconds("ALLOCATION_TICK_MS", default: .milliseconds(250), in: 10...60_000)
-    }
-
-    /// What the rider earns for a trip (to the vendor, then to the customer): ₹25 plus ₹10 a kilometre, whole
-    /// rupees.
-    package static func earnings(tripKilometres: Double) -> Decimal {
-        Decimal((25 + 10 * tripKilometres).rounded())
     }
 }
 
@@ -64,15 +60,13 @@ package struct OfferView: Codable, Sendable, Equatable, ResponseEncodable {
     package var earnings: Earnings
     package var expiresAt: Date
     package var timeoutSeconds: Int
-    /// pending, accepted, rejected, timed_out, unreachable, rescinded.
-    package var status: String
+    package var status: OfferStatus
 }
 
 /// A rider's availability as the app sees it.
 package struct RiderView: Codable, Sendable, Equatable, ResponseEncodable {
     package var riderId: String
-    /// offline, online, offered, delivering.
-    package var status: String
+    package var status: RiderStatus
     package var location: RiderLocation?
     package var currentOrderId: String?
 }
@@ -83,6 +77,13 @@ package struct RiderLocation: Codable, Sendable, Equatable {
     package var lng: Double
     package var accuracyMeters: Double
     package var recordedAt: Date
+
+    package init(lat: Double, lng: Double, accuracyMeters: Double, recordedAt: Date) {
+        self.lat = lat
+        self.lng = lng
+        self.accuracyMeters = accuracyMeters
+        self.recordedAt = recordedAt
+    }
 }
 
 /// What the rider's sockets are told after a transaction commits.

@@ -7,7 +7,7 @@ import Synchronization
 /// The rider's REST API: availability, the pending offer, and answering it.
 struct AllocationRoutes: Sendable {
     let database: Database
-    let engine: AllocationEngine
+    let workflow: AllocationWorkflow
     let notifier: RiderNotifier
 
     struct Availability: Codable, Sendable {
@@ -26,19 +26,18 @@ struct AllocationRoutes: Sendable {
             let (input, _) = try await request.decodeJSON(Availability.self, context: context)
             let rider = PersonRef(id: identity.userId, name: identity.name ?? "Rider")
             let (view, notices) = try await database.transaction { connection in
-                try await engine.setAvailability(rider: rider, online: input.status == .online, location: input.location, on: connection)
+                try await workflow.setAvailability(rider: rider, online: input.status == .online, location: input.location, on: connection)
             }
             await notifier.after(notices)
             return view
         }
         api.get("riders/me") { _, context in
             let identity = try context.requireIdentity(.rider)
-            let view = try await database.withConnection { try await engine.rider(identity.userId, on: $0) }
-            return view ?? RiderView(riderId: identity.userId, status: "offline", location: nil, currentOrderId: nil)
+            return try await database.withConnection { try await workflow.rider(identity.userId, on: $0) }
         }
         api.get("riders/me/offer") { _, context in
             let identity = try context.requireIdentity(.rider)
-            guard let offer = try await database.withConnection({ try await engine.pendingOffer(riderId: identity.userId, on: $0) }) else {
+            guard let offer = try await database.withConnection({ try await workflow.pendingOffer(riderId: identity.userId, on: $0) }) else {
                 throw APIError.notFound("no pending offer", code: .noActiveOffer)
             }
             return offer
@@ -47,14 +46,14 @@ struct AllocationRoutes: Sendable {
             let (identity, offerId) = try rider(context)
             let body = try await request.collectBody(upTo: 16 * 1024)
             let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
-            return try await database.idempotentTransaction(idempotency) { try await engine.received(offerId, riderId: identity.userId, on: $0) }
+            return try await database.idempotentTransaction(idempotency) { try await workflow.received(offerId, riderId: identity.userId, on: $0) }
         }
         api.post("offers/:id/accept") { request, context in
             let (identity, offerId) = try rider(context)
             let body = try await request.collectBody(upTo: 16 * 1024)
             let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
             let rider = PersonRef(id: identity.userId, name: identity.name ?? "Rider")
-            return try await database.idempotentTransaction(idempotency) { try await engine.accept(offerId, rider: rider, on: $0) }
+            return try await database.idempotentTransaction(idempotency) { try await workflow.accept(offerId, rider: rider, on: $0) }
         }
         api.post("offers/:id/reject") { request, context in
             let (identity, offerId) = try rider(context)
@@ -62,7 +61,7 @@ struct AllocationRoutes: Sendable {
             let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
             let pending = NoticeBox()
             let response = try await database.idempotentTransaction(idempotency) { connection in
-                let (view, notices) = try await engine.reject(offerId, riderId: identity.userId, on: connection)
+                let (view, notices) = try await workflow.reject(offerId, riderId: identity.userId, on: connection)
                 pending.set(notices)
                 return view
             }

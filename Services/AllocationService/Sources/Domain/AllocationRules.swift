@@ -1,0 +1,141 @@
+import Contracts
+import Foundation
+import ServiceKit
+
+/// An offer's status, as stored and as the rider's app sees it.
+package enum OfferStatus: String, Codable, Sendable {
+    case pending
+    case accepted
+    case rejected
+    case timedOut = "timed_out"
+    case unreachable
+    case rescinded
+}
+
+/// A rider's availability, as stored and as the rider's app sees it.
+package enum RiderStatus: String, Codable, Sendable {
+    case offline
+    case online
+    /// Holding a pending offer.
+    case offered
+    /// On an accepted order until it ends.
+    case delivering
+}
+
+/// Where the allocation of an order stands.
+package enum AllocationStatus: String, Codable, Sendable {
+    /// Offered to a rider, or about to be.
+    case searching
+    /// Nobody was eligible; tried again at `next_attempt_at`.
+    case waiting
+    case assigned
+    case cancelled
+    case completed
+}
+
+/// Why allocation refuses a rider's request; the edges answer each with its HTTP status and code.
+package enum AllocationRuleViolation: Error, Equatable, Sendable {
+    /// No such offer for this rider (another rider's offer is not found either).
+    case offerNotFound(String)
+    /// The offer's deadline passed (it timed out, or the rider was recorded unreachable).
+    case offerExpired
+    /// The order was cancelled while the offer was pending.
+    case offerRescinded
+    /// The offer was already answered.
+    case offerNotPending(OfferStatus)
+    /// Availability cannot change during a delivery.
+    case riderOnDelivery(orderId: String?)
+    /// Going online needs a precise, fresh fix (RDR-020).
+    case preciseLocationRequired(accuracyMeters: Double, maxAgeSeconds: Int64)
+}
+
+/// What an offer promises the rider, decided when it is made.
+package struct OfferTerms: Sendable, Equatable {
+    /// From the rider to the vendor, in kilometres to one decimal.
+    package var distanceKm: Double
+    /// To the vendor, then to the customer, in kilometres to one decimal.
+    package var tripKm: Double
+    package var earnings: Decimal
+    package var expiresAt: Date
+    /// The rider's app must confirm receiving the offer by then, or the rider is recorded unreachable.
+    package var receiptDeadline: Date
+}
+
+/// Allocation's decisions: who may answer an offer and when, what an offer pays, when to try again, who may go
+/// online, and what the rider's push says. Pure: no I/O; time is passed in.
+package enum AllocationRules {
+    /// A rider may answer an offer only while it is pending and before its deadline.
+    package static func requirePending(_ status: OfferStatus, expiresAt: Date, now: Date)
+        throws(AllocationRuleViolation)
+    {
+        switch status {
+        case .pending where expiresAt > now: return
+        case .pending, .timedOut, .unreachable: throw .offerExpired
+        case .rescinded: throw .offerRescinded
+        case .accepted, .rejected: throw .offerNotPending(status)
+        }
+    }
+
+    /// The terms of an offer to a rider `toVendorMeters` from the vendor, for a delivery `toCustomerMeters` from
+    /// the vendor, made at `now`.
+    package static func terms(
+        toVendorMeters: Double, toCustomerMeters: Double, now: Date, settings: AllocationSettings
+    ) -> OfferTerms {
+        let tripKilometres = (toVendorMeters + toCustomerMeters) / 1000
+        return OfferTerms(
+            distanceKm: (toVendorMeters / 100).rounded() / 10,
+            tripKm: (tripKilometres * 10).rounded() / 10,
+            earnings: earnings(tripKilometres: tripKilometres),
+            expiresAt: now + settings.offerTimeout,
+            receiptDeadline: now + settings.receiptTimeout
+        )
+    }
+
+    /// What the rider earns for a trip (to the vendor, then to the customer): ₹25 plus ₹10 a kilometre, whole
+    /// rupees.
+    package static func earnings(tripKilometres: Double) -> Decimal {
+        Decimal((25 + 10 * tripKilometres).rounded())
+    }
+
+    /// How long an order nobody could take waits before attempt `attempt + 1`: the initial delay doubling per
+    /// attempt, at most the maximum.
+    package static func retryDelay(afterAttempt attempt: Int, settings: AllocationSettings) -> Duration {
+        min(settings.retryInitial * (1 << min(max(attempt, 1) - 1, 16)), settings.retryMaximum)
+    }
+
+    /// A rider may go online only with a fix precise to the configured accuracy, no older than the maximum age,
+    /// and not from the future (a minute of clock skew allowed). Returns the fix.
+    package static func requirePreciseFix(
+        _ location: RiderLocation?, now: Date, settings: AllocationSettings
+    ) throws(AllocationRuleViolation) -> RiderLocation {
+        guard let location, location.accuracyMeters <= settings.preciseAccuracyMeters,
+            now.timeIntervalSince(location.recordedAt) <= settings.locationMaxAge.timeInterval,
+            location.recordedAt.timeIntervalSince(now) < 60
+        else {
+            throw .preciseLocationRequired(
+                accuracyMeters: settings.preciseAccuracyMeters,
+                maxAgeSeconds: settings.locationMaxAge.components.seconds)
+        }
+        return location
+    }
+
+    /// The high-priority push that tells a rider about an offer (it lives as long as the offer).
+    package static func offerPush(
+        offerId: String, orderId: String, riderId: String, earnings: Decimal, settings: AllocationSettings
+    )
+        -> PushRequested
+    {
+        PushRequested(
+            notificationId: "offer-\(offerId)", userId: riderId, kind: "offer", title: "New delivery offer",
+            body: "New delivery offer! Earn an estimated ₹\(earnings).",
+            data: ["link": "app://offers/\(offerId)", "offerId": offerId, "orderId": orderId], priority: .high,
+            collapseKey: "offer-\(offerId)", ttlSeconds: Int(settings.offerTimeout.components.seconds),
+            sound: "offer_alert", correlationId: orderId
+        )
+    }
+
+    /// Why an order found nobody.
+    package static func noRiderReason(settings: AllocationSettings) -> String {
+        "no eligible rider within \(settings.radiusMeters / 1000) km"
+    }
+}

@@ -1,0 +1,302 @@
+import Contracts
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+/// Offers orders to riders: nearest eligible first, one offer per rider and per order at a time (unique
+/// indexes), deadlines in the database and decided by `now`. Every method runs inside the caller's transaction
+/// and returns what the riders' sockets must be told once it commits. The decisions are ``AllocationRules``'; the
+/// SQL is ``AllocationStore``'s.
+package struct AllocationWorkflow: Sendable {
+    let settings: AllocationSettings
+    let outbox: Outbox
+    let store: AllocationStore
+    let now: Now
+    let logger: Logger
+
+    package init(settings: AllocationSettings, outbox: Outbox, now: Now = .system, logger: Logger) {
+        self.settings = settings
+        self.outbox = outbox
+        self.store = AllocationStore(logger: logger)
+        self.now = now
+        self.logger = logger
+    }
+
+    // MARK: Orders
+
+    /// Applies an orders.events event: a ready order is offered, a cancelled one rescinded, an ended one releases
+    /// its rider.
+    package func apply(orderEvent event: DecodedEvent, on connection: PostgresConnection) async throws -> [RiderNotice]
+    {
+        switch event.payload {
+        case let ready as OrderReadyForPickup:
+            try await store.insertAllocation(ready, on: connection)
+            return try await offerNext(orderId: ready.orderId, on: connection)
+        case let cancelled as OrderCancelled:
+            return try await self.cancelled(orderId: cancelled.orderId, on: connection)
+        case let refused as RiderAssignmentRefused:
+            try await release(orderId: refused.orderId, as: .cancelled, on: connection)
+        case let delivered as OrderDelivered:
+            try await release(orderId: delivered.orderId, as: .completed, on: connection)
+        default:
+            break
+        }
+        return []
+    }
+
+    /// Offers the order to the nearest eligible rider, or schedules a retry (AllocationFailed) if there is none.
+    func offerNext(orderId: String, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        guard let allocation = try await store.lockAllocation(orderId, on: connection),
+            allocation.status == .searching || allocation.status == .waiting,
+            !(try await store.hasPendingOffer(for: orderId, on: connection))
+        else { return [] }
+        let now = self.now()
+        guard
+            let (riderId, toVendorMeters) = try await store.nearestEligibleRider(
+                for: orderId, near: allocation.vendor, radiusMeters: settings.radiusMeters,
+                freshSince: now - settings.locationMaxAge, on: connection
+            )
+        else {
+            let attempt = allocation.attempts + 1
+            let next = now + AllocationRules.retryDelay(afterAttempt: attempt, settings: settings)
+            try await store.setAllocation(
+                orderId, status: .waiting, attempts: attempt, nextAttemptAt: next, on: connection)
+            try await outbox.enqueue(
+                AllocationFailed(
+                    orderId: orderId, attempt: attempt, reason: AllocationRules.noRiderReason(settings: settings),
+                    nextAttemptAt: next),
+                aggregateId: orderId, on: connection, logger: logger
+            )
+            logger.info(
+                "no rider for an order; retrying", metadata: ["order.id": "\(orderId)", "attempt": "\(attempt)"])
+            return []
+        }
+
+        let terms = AllocationRules.terms(
+            toVendorMeters: toVendorMeters, toCustomerMeters: allocation.vendor.meters(to: allocation.delivery),
+            now: now,
+            settings: settings
+        )
+        let offerId = UUID()
+        try await store.insertOffer(offerId, orderId: orderId, riderId: riderId, terms: terms, on: connection)
+        try await store.markOffered(riderId, on: connection)
+        try await store.setAllocation(
+            orderId, status: .searching, attempts: allocation.attempts + 1, nextAttemptAt: nil, on: connection)
+        let offerIdText = offerId.uuidString.lowercased()
+        try await outbox.enqueue(
+            OfferSent(offerId: offerIdText, orderId: orderId, riderId: riderId, expiresAt: terms.expiresAt),
+            aggregateId: orderId, on: connection, logger: logger
+        )
+        try await outbox.enqueue(
+            AllocationRules.offerPush(
+                offerId: offerIdText, orderId: orderId, riderId: riderId, earnings: terms.earnings, settings: settings),
+            aggregateId: riderId, on: connection, logger: logger
+        )
+        let view = OfferView(
+            offerId: offerIdText, orderId: orderId,
+            vendor: .init(name: allocation.vendorName, address: allocation.vendorAddress),
+            deliveryArea: allocation.deliveryArea, distanceKm: terms.distanceKm, tripDistanceKm: terms.tripKm,
+            earnings: .init(amount: terms.earnings, currency: "INR"), expiresAt: terms.expiresAt,
+            timeoutSeconds: Int(settings.offerTimeout.components.seconds), status: .pending
+        )
+        return [.offer(riderId: riderId, view)]
+    }
+
+    // MARK: Offers
+
+    /// The offer `offerId` if it is `riderId`'s, locked; another rider's offer is not found.
+    private func lockedOffer(_ offerId: UUID, riderId: String, on connection: PostgresConnection) async throws
+        -> OfferRecord
+    {
+        guard let offer = try await store.lockOffer(offerId, riderId: riderId, on: connection) else {
+            throw AllocationRuleViolation.offerNotFound(offerId.uuidString.lowercased())
+        }
+        return offer
+    }
+
+    /// The rider accepts: OfferAccepted; the rider is on a delivery until the order ends.
+    package func accept(_ offerId: UUID, rider: PersonRef, on connection: PostgresConnection) async throws -> OfferView
+    {
+        let offer = try await lockedOffer(offerId, riderId: rider.id, on: connection)
+        try AllocationRules.requirePending(offer.status, expiresAt: offer.expiresAt, now: now())
+        try await store.decide(offerId, .accepted, on: connection)
+        try await store.startDelivery(rider.id, orderId: offer.orderId, on: connection)
+        try await store.assign(offer.orderId, riderId: rider.id, on: connection)
+        try await outbox.enqueue(
+            OfferAccepted(offerId: offerId.uuidString.lowercased(), orderId: offer.orderId, rider: rider),
+            aggregateId: offer.orderId, on: connection, logger: logger
+        )
+        return try await self.offer(offerId, on: connection)
+    }
+
+    /// The rider declines: OfferRejected(rejected), and the next rider gets an offer.
+    package func reject(_ offerId: UUID, riderId: String, on connection: PostgresConnection) async throws
+        -> (OfferView, [RiderNotice])
+    {
+        let offer = try await lockedOffer(offerId, riderId: riderId, on: connection)
+        try AllocationRules.requirePending(offer.status, expiresAt: offer.expiresAt, now: now())
+        try await close(
+            DueOffer(offerId: offerId, orderId: offer.orderId, riderId: riderId), as: .rejected, riderBecomes: .online,
+            on: connection)
+        let notices = try await offerNext(orderId: offer.orderId, on: connection)
+        return (try await self.offer(offerId, on: connection), notices)
+    }
+
+    /// The rider's app confirms it received the offer (so it is not recorded unreachable).
+    package func received(_ offerId: UUID, riderId: String, on connection: PostgresConnection) async throws -> OfferView
+    {
+        _ = try await lockedOffer(offerId, riderId: riderId, on: connection)
+        try await store.markReceived(offerId, on: connection)
+        return try await offer(offerId, on: connection)
+    }
+
+    /// Ends a pending offer with `reason`, frees the rider (`riderBecomes`), and announces OfferRejected.
+    private func close(
+        _ offer: DueOffer, as reason: OfferRejectionReason, riderBecomes riderStatus: RiderStatus,
+        on connection: PostgresConnection
+    ) async throws {
+        try await store.close(offer.offerId, OfferStatus(reason), on: connection)
+        try await store.freeOfferedRider(offer.riderId, to: riderStatus, on: connection)
+        try await outbox.enqueue(
+            OfferRejected(
+                offerId: offer.offerId.uuidString.lowercased(), orderId: offer.orderId, riderId: offer.riderId,
+                reason: reason),
+            aggregateId: offer.orderId, on: connection, logger: logger
+        )
+        logger.info(
+            "offer closed",
+            metadata: ["offer.id": "\(offer.offerId)", "reason": "\(reason.rawValue)", "order.id": "\(offer.orderId)"])
+    }
+
+    package func offer(_ offerId: UUID, on connection: PostgresConnection) async throws -> OfferView {
+        guard let offer = try await store.offer(offerId, settings: settings, on: connection) else {
+            throw AllocationRuleViolation.offerNotFound(offerId.uuidString.lowercased())
+        }
+        return offer
+    }
+
+    /// The rider's pending offer, if any.
+    package func pendingOffer(riderId: String, on connection: PostgresConnection) async throws -> OfferView? {
+        guard let offerId = try await store.pendingOfferId(riderId: riderId, now: now(), on: connection) else {
+            return nil
+        }
+        return try await offer(offerId, on: connection)
+    }
+
+    // MARK: Deadlines (the scheduler)
+
+    /// One round of the scheduler: offers past their deadline time out, offers never confirmed received are
+    /// recorded unreachable, orders that found nobody try again. Survives restarts: the deadlines are rows.
+    package func runDeadlines(limit: Int = 100, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        try await expireDue(limit: limit, on: connection) + (try await skipUnreachable(limit: limit, on: connection))
+            + (try await retryWaiting(limit: limit, on: connection))
+    }
+
+    /// Offers past their deadline: timed out (rider online again), next rider offered.
+    func expireDue(limit: Int, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        var notices: [RiderNotice] = []
+        for offer in try await store.expiredOffers(now(), limit: limit, on: connection) {
+            try await close(offer, as: .timedOut, riderBecomes: .online, on: connection)
+            notices.append(
+                .expired(riderId: offer.riderId, offerId: offer.offerId.uuidString.lowercased(), orderId: offer.orderId)
+            )
+            notices += try await offerNext(orderId: offer.orderId, on: connection)
+        }
+        return notices
+    }
+
+    /// Offers the rider's app never confirmed receiving within the receipt window: recorded unreachable, the
+    /// rider taken offline (their device is not listening), the next rider offered.
+    func skipUnreachable(limit: Int, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        var notices: [RiderNotice] = []
+        for offer in try await store.unconfirmedOffers(now(), limit: limit, on: connection) {
+            try await close(offer, as: .unreachable, riderBecomes: .offline, on: connection)
+            notices += try await offerNext(orderId: offer.orderId, on: connection)
+        }
+        return notices
+    }
+
+    /// Orders that found nobody, due for another round.
+    func retryWaiting(limit: Int, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        var notices: [RiderNotice] = []
+        for orderId in try await store.dueRetries(now(), limit: limit, on: connection) {
+            notices += try await offerNext(orderId: orderId, on: connection)
+        }
+        return notices
+    }
+
+    // MARK: The order's fate
+
+    /// The order was cancelled: a pending offer is rescinded, an assigned rider released.
+    func cancelled(orderId: String, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        var notices: [RiderNotice] = []
+        for offer in try await store.pendingOffers(ofOrder: orderId, on: connection) {
+            try await close(offer, as: .rescinded, riderBecomes: .online, on: connection)
+            notices.append(
+                .rescinded(riderId: offer.riderId, offerId: offer.offerId.uuidString.lowercased(), orderId: orderId))
+        }
+        try await release(orderId: orderId, as: .cancelled, on: connection)
+        return notices
+    }
+
+    /// The order ended (delivered, or refused the rider): the rider is free again.
+    func release(orderId: String, as status: AllocationStatus, on connection: PostgresConnection) async throws {
+        try await store.releaseRider(of: orderId, on: connection)
+        try await store.endAllocation(orderId, status: status, on: connection)
+    }
+
+    // MARK: Riders
+
+    /// The rider goes online (with a precise, fresh fix) or offline. A pending offer is declined by going offline.
+    package func setAvailability(
+        rider: PersonRef, online: Bool, location: RiderLocation?, on connection: PostgresConnection
+    ) async throws -> (RiderView, [RiderNotice]) {
+        let current = try await store.rider(rider.id, forUpdate: true, on: connection)
+        if current?.status == .delivering {
+            throw AllocationRuleViolation.riderOnDelivery(orderId: current?.currentOrderId)
+        }
+        var notices: [RiderNotice] = []
+        if online {
+            let now = self.now()
+            let location = try AllocationRules.requirePreciseFix(location, now: now, settings: settings)
+            try Validate.coordinates(lat: location.lat, lng: location.lng, "location")
+            try await store.putOnline(rider, at: location, on: connection)
+            // Someone new is online: orders waiting for a rider try again now.
+            try await store.retryWaitingNow(now, on: connection)
+        } else {
+            if current?.status == .offered {
+                for offer in try await store.pendingOffers(ofRider: rider.id, on: connection) {
+                    try await close(offer, as: .rejected, riderBecomes: .offline, on: connection)
+                    notices += try await offerNext(orderId: offer.orderId, on: connection)
+                }
+            }
+            try await store.putOffline(rider, on: connection)
+        }
+        return (try await self.rider(rider.id, on: connection), notices)
+    }
+
+    /// The rider as their app sees them (offline if never seen).
+    package func rider(_ riderId: String, on connection: PostgresConnection) async throws -> RiderView {
+        try await store.rider(riderId, on: connection)
+            ?? RiderView(riderId: riderId, status: .offline, location: nil, currentOrderId: nil)
+    }
+
+    /// A newer position from Location (couriers.positions) moves the rider.
+    package func moved(_ position: PositionUpdated, on connection: PostgresConnection) async throws {
+        guard position.role == .rider else { return }
+        try await store.move(position, on: connection)
+    }
+}
+
+extension OfferStatus {
+    /// The status an offer closed for `reason` ends in.
+    init(_ reason: OfferRejectionReason) {
+        switch reason {
+        case .rejected: self = .rejected
+        case .timedOut: self = .timedOut
+        case .unreachable: self = .unreachable
+        case .rescinded: self = .rescinded
+        }
+    }
+}

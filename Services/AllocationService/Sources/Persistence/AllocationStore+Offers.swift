@@ -1,0 +1,150 @@
+import Foundation
+import PostgresNIO
+
+/// The offers table.
+extension AllocationStore {
+    func hasPendingOffer(for orderId: String, on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await connection.query(
+            "SELECT 1 FROM offers WHERE order_id = \(orderId) AND status = \(OfferStatus.pending)", logger: logger
+        )
+        for try await _ in rows { return true }
+        return false
+    }
+
+    func insertOffer(
+        _ offerId: UUID, orderId: String, riderId: String, terms: OfferTerms, on connection: PostgresConnection
+    ) async throws {
+        try await connection.query(
+            """
+            INSERT INTO offers (offer_id, order_id, rider_id, status, distance_km, trip_km, earnings, expires_at,
+                                receipt_deadline)
+            VALUES (\(offerId), \(orderId), \(riderId), \(OfferStatus.pending), \(terms.distanceKm), \(terms.tripKm),
+                    \(terms.earnings), \(terms.expiresAt), \(terms.receiptDeadline))
+            """, logger: logger
+        )
+    }
+
+    /// The offer `offerId` if it is `riderId`'s, locked.
+    func lockOffer(_ offerId: UUID, riderId: String, on connection: PostgresConnection) async throws -> OfferRecord? {
+        let rows = try await connection.query(
+            "SELECT order_id, status, expires_at FROM offers WHERE offer_id = \(offerId) AND rider_id = \(riderId) FOR UPDATE",
+            logger: logger
+        )
+        for try await (orderId, status, expiresAt) in rows.decode((String, OfferStatus, Date).self) {
+            return OfferRecord(orderId: orderId, status: status, expiresAt: expiresAt)
+        }
+        return nil
+    }
+
+    /// Records the rider's answer (the answer implies the offer was received).
+    func decide(_ offerId: UUID, _ status: OfferStatus, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            UPDATE offers SET status = \(status), decided_at = now(), received_at = coalesce(received_at, now())
+            WHERE offer_id = \(offerId)
+            """, logger: logger
+        )
+    }
+
+    /// Ends a still pending offer with `status` (the rider did not answer it).
+    func close(_ offerId: UUID, _ status: OfferStatus, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            UPDATE offers SET status = \(status), decided_at = now()
+            WHERE offer_id = \(offerId) AND status = \(OfferStatus.pending)
+            """, logger: logger
+        )
+    }
+
+    func markReceived(_ offerId: UUID, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            "UPDATE offers SET received_at = coalesce(received_at, now()) WHERE offer_id = \(offerId)", logger: logger
+        )
+    }
+
+    func offer(_ offerId: UUID, settings: AllocationSettings, on connection: PostgresConnection) async throws
+        -> OfferView?
+    {
+        let rows = try await connection.query(
+            """
+            SELECT o.offer_id, o.order_id, a.vendor_name, a.vendor_address, a.delivery_area, o.distance_km, o.trip_km,
+                   o.earnings, o.expires_at, o.status
+            FROM offers o JOIN allocations a ON a.order_id = o.order_id WHERE o.offer_id = \(offerId)
+            """, logger: logger
+        )
+        for try await (id, orderId, vendorName, vendorAddress, area, distance, trip, earnings, expiresAt, status)
+            in rows.decode((UUID, String, String, String, String, Double, Double?, Decimal, Date, OfferStatus).self)
+        {
+            return OfferView(
+                offerId: id.uuidString.lowercased(), orderId: orderId,
+                vendor: .init(name: vendorName, address: vendorAddress), deliveryArea: area, distanceKm: distance,
+                tripDistanceKm: trip, earnings: .init(amount: earnings, currency: "INR"), expiresAt: expiresAt,
+                timeoutSeconds: Int(settings.offerTimeout.components.seconds), status: status
+            )
+        }
+        return nil
+    }
+
+    /// The rider's offer that is pending and not past its deadline at `now`.
+    func pendingOfferId(riderId: String, now: Date, on connection: PostgresConnection) async throws -> UUID? {
+        let rows = try await connection.query(
+            """
+            SELECT offer_id FROM offers
+            WHERE rider_id = \(riderId) AND status = \(OfferStatus.pending) AND expires_at > \(now)
+            """, logger: logger
+        )
+        for try await id in rows.decode(UUID.self) { return id }
+        return nil
+    }
+
+    /// Pending offers past their answer deadline at `now`, locked.
+    func expiredOffers(_ now: Date, limit: Int, on connection: PostgresConnection) async throws -> [DueOffer] {
+        try await dueOffers(
+            """
+            SELECT offer_id, order_id, rider_id FROM offers WHERE status = \(OfferStatus.pending) AND expires_at <= \(now)
+            ORDER BY expires_at LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            """, on: connection
+        )
+    }
+
+    /// Pending offers the rider's app did not confirm receiving by their receipt deadline at `now`, locked.
+    func unconfirmedOffers(_ now: Date, limit: Int, on connection: PostgresConnection) async throws -> [DueOffer] {
+        try await dueOffers(
+            """
+            SELECT offer_id, order_id, rider_id FROM offers
+            WHERE status = \(OfferStatus.pending) AND received_at IS NULL AND receipt_deadline <= \(now)
+            ORDER BY receipt_deadline LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            """, on: connection
+        )
+    }
+
+    /// The pending offers of an order, locked.
+    func pendingOffers(ofOrder orderId: String, on connection: PostgresConnection) async throws -> [DueOffer] {
+        try await dueOffers(
+            """
+            SELECT offer_id, order_id, rider_id FROM offers
+            WHERE order_id = \(orderId) AND status = \(OfferStatus.pending) FOR UPDATE
+            """, on: connection
+        )
+    }
+
+    /// The pending offers of a rider, locked.
+    func pendingOffers(ofRider riderId: String, on connection: PostgresConnection) async throws -> [DueOffer] {
+        try await dueOffers(
+            """
+            SELECT offer_id, order_id, rider_id FROM offers
+            WHERE rider_id = \(riderId) AND status = \(OfferStatus.pending) FOR UPDATE
+            """, on: connection
+        )
+    }
+
+    private func dueOffers(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [DueOffer] {
+        var offers: [DueOffer] = []
+        for try await (offerId, orderId, riderId) in try await connection.query(query, logger: logger)
+            .decode((UUID, String, String).self)
+        {
+            offers.append(DueOffer(offerId: offerId, orderId: orderId, riderId: riderId))
+        }
+        return offers
+    }
+}

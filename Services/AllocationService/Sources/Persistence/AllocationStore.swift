@@ -1,0 +1,252 @@
+import Contracts
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+extension OfferStatus: PostgresTextEnum {}
+extension RiderStatus: PostgresTextEnum {}
+extension AllocationStatus: PostgresTextEnum {}
+
+/// An order being allocated, as stored.
+struct AllocationRecord: Sendable {
+    var vendorName: String
+    var vendorAddress: String
+    var vendor: GeoPoint
+    var deliveryArea: String
+    var delivery: GeoPoint
+    var status: AllocationStatus
+    var attempts: Int
+}
+
+/// An offer as its rider answers it.
+struct OfferRecord: Sendable {
+    var orderId: String
+    var status: OfferStatus
+    var expiresAt: Date
+}
+
+/// A pending offer due for a deadline (or rescinded, or declined by going offline).
+struct DueOffer: Sendable {
+    var offerId: UUID
+    var orderId: String
+    var riderId: String
+}
+
+/// Allocation's SQL: orders being allocated, riders, offers. Every method runs on the caller's connection (in
+/// its transaction); times come from the caller, so deadlines are decided by one clock.
+struct AllocationStore: Sendable {
+    let logger: Logger
+
+    // MARK: Allocations
+
+    func insertAllocation(_ ready: OrderReadyForPickup, on connection: PostgresConnection) async throws {
+        let vendor = ready.vendor
+        try await connection.query(
+            """
+            INSERT INTO allocations (order_id, customer_id, vendor_name, vendor_address, vendor_lat, vendor_lng,
+                                     delivery_area, delivery_lat, delivery_lng, status)
+            VALUES (\(ready.orderId), \(ready.customerId), \(vendor.name), \(vendor.address.line1 + ", " + vendor.address.area),
+                    \(vendor.address.lat), \(vendor.address.lng), \(ready.deliveryArea), \(ready.deliveryLocation.lat),
+                    \(ready.deliveryLocation.lng), \(AllocationStatus.searching))
+            ON CONFLICT (order_id) DO NOTHING
+            """, logger: logger
+        )
+    }
+
+    func lockAllocation(_ orderId: String, on connection: PostgresConnection) async throws -> AllocationRecord? {
+        let rows = try await connection.query(
+            """
+            SELECT vendor_name, vendor_address, vendor_lat, vendor_lng, delivery_area, delivery_lat, delivery_lng,
+                   status, attempts
+            FROM allocations WHERE order_id = \(orderId) FOR UPDATE
+            """, logger: logger
+        )
+        for try await (name, address, vendorLat, vendorLng, area, deliveryLat, deliveryLng, status, attempts)
+            in rows.decode((String, String, Double, Double, String, Double, Double, AllocationStatus, Int).self)
+        {
+            return AllocationRecord(
+                vendorName: name, vendorAddress: address, vendor: GeoPoint(lat: vendorLat, lng: vendorLng),
+                deliveryArea: area, delivery: GeoPoint(lat: deliveryLat, lng: deliveryLng), status: status,
+                attempts: attempts
+            )
+        }
+        return nil
+    }
+
+    func setAllocation(
+        _ orderId: String, status: AllocationStatus, attempts: Int, nextAttemptAt: Date?,
+        on connection: PostgresConnection
+    ) async throws {
+        try await connection.query(
+            """
+            UPDATE allocations SET status = \(status), attempts = \(attempts), next_attempt_at = \(nextAttemptAt)
+            WHERE order_id = \(orderId)
+            """, logger: logger
+        )
+    }
+
+    func assign(_ orderId: String, riderId: String, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            "UPDATE allocations SET status = \(AllocationStatus.assigned), rider_id = \(riderId) WHERE order_id = \(orderId)",
+            logger: logger
+        )
+    }
+
+    func endAllocation(_ orderId: String, status: AllocationStatus, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            "UPDATE allocations SET status = \(status), next_attempt_at = NULL WHERE order_id = \(orderId)",
+            logger: logger
+        )
+    }
+
+    /// Orders waiting for a rider are due now (someone came online).
+    func retryWaitingNow(_ now: Date, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            UPDATE allocations SET next_attempt_at = \(now)
+            WHERE status = \(AllocationStatus.waiting) AND next_attempt_at > \(now)
+            """, logger: logger
+        )
+    }
+
+    /// Orders that found nobody and are due for another round, locked.
+    func dueRetries(_ now: Date, limit: Int, on connection: PostgresConnection) async throws -> [String] {
+        let rows = try await connection.query(
+            """
+            SELECT order_id FROM allocations WHERE status = \(AllocationStatus.waiting) AND next_attempt_at <= \(now)
+            ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            """, logger: logger
+        )
+        var due: [String] = []
+        for try await orderId in rows.decode(String.self) { due.append(orderId) }
+        return due
+    }
+
+    // MARK: Riders
+
+    /// The nearest rider to `vendor` who is online with a fix recorded after `freshSince`, was never offered
+    /// `orderId`, and is within `radiusMeters` (by the KNN index, in a cube around the vendor that holds the
+    /// radius); locked, skipping riders another transaction holds. Returns the rider and their distance.
+    func nearestEligibleRider(
+        for orderId: String, near vendor: GeoPoint, radiusMeters: Double, freshSince: Date,
+        on connection: PostgresConnection
+    ) async throws -> (riderId: String, meters: Double)? {
+        let rows = try await connection.query(
+            """
+            SELECT r.rider_id, r.lat, r.lng
+            FROM riders r
+            WHERE r.status = \(RiderStatus.online) AND r.location_recorded_at > \(freshSince)
+              AND public.cube_enlarge(sphere_point(\(vendor.lat), \(vendor.lng)), \(Self.chord(meters: radiusMeters)), 3)
+                  OPERATOR(public.@>) sphere_point(r.lat, r.lng)
+              AND NOT EXISTS (SELECT 1 FROM offers o WHERE o.order_id = \(orderId) AND o.rider_id = r.rider_id)
+            ORDER BY sphere_point(r.lat, r.lng) OPERATOR(public.<->) sphere_point(\(vendor.lat), \(vendor.lng))
+            LIMIT 1
+            FOR UPDATE OF r SKIP LOCKED
+            """, logger: logger
+        )
+        var chosen: (riderId: String, meters: Double)?
+        for try await (riderId, lat, lng) in rows.decode((String, Double, Double).self) {
+            let meters = GeoPoint(lat: lat, lng: lng).meters(to: vendor)
+            if meters <= radiusMeters { chosen = (riderId, meters) }
+        }
+        return chosen
+    }
+
+    /// The straight-line distance between two points of the unit sphere `meters` apart along its surface.
+    static func chord(meters: Double) -> Double { 2 * sin(meters / (2 * GeoPoint.earthRadiusMeters)) }
+
+    func rider(_ riderId: String, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> RiderView?
+    {
+        var query: PostgresQuery = """
+            SELECT rider_id, status, lat, lng, accuracy_meters, location_recorded_at, current_order_id
+            FROM riders WHERE rider_id = \(riderId)
+            """
+        if forUpdate { query.sql += " FOR UPDATE" }
+        let rows = try await connection.query(query, logger: logger)
+        for try await (id, status, lat, lng, accuracy, recordedAt, orderId)
+            in rows.decode((String, RiderStatus, Double?, Double?, Double?, Date?, String?).self)
+        {
+            var location: RiderLocation?
+            if let lat, let lng, let accuracy, let recordedAt {
+                location = RiderLocation(lat: lat, lng: lng, accuracyMeters: accuracy, recordedAt: recordedAt)
+            }
+            return RiderView(riderId: id, status: status, location: location, currentOrderId: orderId)
+        }
+        return nil
+    }
+
+    /// The rider is online at `location` (one holding an offer stays offered).
+    func putOnline(_ rider: PersonRef, at location: RiderLocation, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            INSERT INTO riders (rider_id, name, status, lat, lng, accuracy_meters, location_recorded_at)
+            VALUES (\(rider.id), \(rider.name), \(RiderStatus.online), \(location.lat), \(location.lng),
+                    \(location.accuracyMeters), \(location.recordedAt))
+            ON CONFLICT (rider_id) DO UPDATE SET name = excluded.name,
+                status = CASE WHEN riders.status = \(RiderStatus.offered) THEN riders.status ELSE excluded.status END,
+                lat = excluded.lat, lng = excluded.lng, accuracy_meters = excluded.accuracy_meters,
+                location_recorded_at = excluded.location_recorded_at, updated_at = now()
+            """, logger: logger
+        )
+    }
+
+    func putOffline(_ rider: PersonRef, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            INSERT INTO riders (rider_id, name, status) VALUES (\(rider.id), \(rider.name), \(RiderStatus.offline))
+            ON CONFLICT (rider_id) DO UPDATE SET status = excluded.status, updated_at = now()
+            """, logger: logger
+        )
+    }
+
+    /// The rider holds an offer.
+    func markOffered(_ riderId: String, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            "UPDATE riders SET status = \(RiderStatus.offered), updated_at = now() WHERE rider_id = \(riderId)",
+            logger: logger
+        )
+    }
+
+    /// A rider who held an offer no longer does and is `status` (online, or offline).
+    func freeOfferedRider(_ riderId: String, to status: RiderStatus, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            UPDATE riders SET status = \(status), updated_at = now()
+            WHERE rider_id = \(riderId) AND status = \(RiderStatus.offered)
+            """, logger: logger
+        )
+    }
+
+    /// The rider is on `orderId` until it ends.
+    func startDelivery(_ riderId: String, orderId: String, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            UPDATE riders SET status = \(RiderStatus.delivering), current_order_id = \(orderId), updated_at = now()
+            WHERE rider_id = \(riderId)
+            """, logger: logger
+        )
+    }
+
+    /// The rider on `orderId` is free again.
+    func releaseRider(of orderId: String, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            UPDATE riders SET status = \(RiderStatus.online), current_order_id = NULL, updated_at = now()
+            WHERE current_order_id = \(orderId) AND status = \(RiderStatus.delivering)
+            """, logger: logger
+        )
+    }
+
+    /// Moves the rider to a newer position; an older one is ignored.
+    func move(_ position: PositionUpdated, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            UPDATE riders SET lat = \(position.lat), lng = \(position.lng), accuracy_meters = \(position.accuracyMeters),
+                   location_recorded_at = \(position.recordedAt), updated_at = now()
+            WHERE rider_id = \(position.courierId)
+              AND (location_recorded_at IS NULL OR location_recorded_at < \(position.recordedAt))
+            """, logger: logger
+        )
+    }
+}

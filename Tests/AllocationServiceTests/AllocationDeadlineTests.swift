@@ -1,0 +1,95 @@
+import AllocationService
+import Contracts
+import Foundation
+import ServiceKit
+import TestSupport
+import Testing
+
+/// Offer deadlines on a manual clock against the real schema: no test here waits for time to pass.
+@Suite("Allocation deadlines on a manual clock")
+struct AllocationDeadlineTests {
+    static let settings = try! AllocationSettings(
+        environment: ServiceEnvironment([
+            "OFFER_TIMEOUT_SECONDS": "60", "OFFER_RECEIPT_TIMEOUT_SECONDS": "10", "ALLOCATION_RETRY_INITIAL_MS": "1500",
+        ]))
+
+    /// Who each notice is for, and what it says.
+    static func describe(_ notices: [RiderNotice]) -> [String] {
+        notices.map { notice in
+            switch notice {
+            case .offer(let riderId, _): "offer to \(riderId)"
+            case .expired(let riderId, _, _): "expired for \(riderId)"
+            case .rescinded(let riderId, _, _): "rescinded for \(riderId)"
+            }
+        }
+    }
+
+    static func offerId(_ notices: [RiderNotice]) -> UUID? {
+        for case .offer(_, let view) in notices { return UUID(uuidString: view.offerId) }
+        return nil
+    }
+
+    @Test(
+        "an offer times out at its deadline, not a millisecond before; an unconfirmed one is skipped at its receipt deadline"
+    )
+    func deadlines() async throws {
+        let schema = uniqueName("allocation")
+        let migrations = [try MigrationSet.platform(), try AllocationService.migrations()]
+        try await withTestDatabase(schema: schema, migrations: migrations) { database in
+            let clock = ManualClock()
+            let workflow = AllocationWorkflow(
+                settings: Self.settings, outbox: Outbox(schema: schema), now: clock.now,
+                logger: TestInfrastructure.logger("allocation-deadlines"))
+            let spot = TestSpot()
+            let near = PersonRef(id: uniqueName("near"), name: "Near")
+            let far = PersonRef(id: uniqueName("far"), name: "Far")
+            for (rider, kilometres) in [(near, 1.0), (far, 2.0)] {
+                let point = spot.north(kilometres)
+                let fix = RiderLocation(lat: point.lat, lng: point.lng, accuracyMeters: 5, recordedAt: clock.now())
+                _ = try await database.transaction {
+                    try await workflow.setAvailability(rider: rider, online: true, location: fix, on: $0)
+                }
+            }
+            let orderId = UUID().uuidString.lowercased()
+            let vendor = VendorRef(
+                id: "vendor-1", name: "Spice Route",
+                address: Address(line1: "12 MG Road", area: "Indiranagar", lat: spot.lat, lng: spot.lng))
+            let ready = try EventCatalog.decode(
+                ContractCoding.encode(
+                    EventEnvelope(
+                        aggregateId: orderId,
+                        payload: OrderReadyForPickup(
+                            orderId: orderId, customerId: "customer-1", vendor: vendor, deliveryArea: "Koramangala",
+                            deliveryLocation: GeoPoint(lat: spot.north(-3).lat, lng: spot.lng), totalAmount: 10))))
+            let offered = try await database.transaction { try await workflow.apply(orderEvent: ready, on: $0) }
+            #expect(Self.describe(offered) == ["offer to \(near.id)"])
+            let nearOffer = try #require(Self.offerId(offered))
+            _ = try await database.transaction { try await workflow.received(nearOffer, riderId: near.id, on: $0) }
+
+            clock.advance(by: .milliseconds(59_999))
+            #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
+            clock.advance(by: .milliseconds(2))
+            let expired = try await database.transaction { try await workflow.runDeadlines(on: $0) }
+            #expect(Self.describe(expired) == ["expired for \(near.id)", "offer to \(far.id)"])
+            await #expect(throws: AllocationRuleViolation.offerExpired) {
+                try await database.transaction { try await workflow.accept(nearOffer, rider: near, on: $0) }
+            }
+            #expect(try await database.transaction { try await workflow.rider(near.id, on: $0) }.status == .online)
+
+            // The far rider's app never confirms: skipped at the receipt deadline and taken offline; the near rider
+            // was already offered the order, so nobody is left and the order waits.
+            clock.advance(by: .milliseconds(9_999))
+            #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
+            clock.advance(by: .milliseconds(2))
+            #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
+            #expect(try await database.transaction { try await workflow.rider(far.id, on: $0) }.status == .offline)
+            let status = try await database.scalar(
+                "SELECT status FROM allocations WHERE order_id = \(orderId)", as: String.self)
+            #expect(status == "waiting")
+            let failures = try await database.scalar(
+                "SELECT count(*) FROM outbox WHERE event_type = 'AllocationFailed' AND message_key = \(orderId)",
+                as: Int.self)
+            #expect(failures == 1)
+        }
+    }
+}
