@@ -11,7 +11,7 @@ help:
 	@echo "make coverage  the tests with code coverage, line coverage per module"
 	@echo "make fuzz      libFuzzer over the protocol parsers, FUZZ_SECONDS (default 60) per target; fails on a crash"
 	@echo "make format    swift format the sources in place"
-	@echo "make lint      fail if swift format would change anything"
+	@echo "make lint      fail on any swift format warning (CI runs it before the tests)"
 
 setup:
 	@deploy/local/setup.sh
@@ -38,7 +38,7 @@ format:
 	swift format format --in-place --recursive --parallel Package.swift Shared Services Tools Tests Benchmarks
 
 lint:
-	swift format lint --recursive --parallel Package.swift Shared Services Tools Tests Benchmarks
+	swift format lint --strict --recursive --parallel Package.swift Shared Services Tools Tests Benchmarks
 
 clean:
 	rm -rf .build .local

@@ -258,7 +258,8 @@ let package = Package(
                 "NotificationService", "notification-service",
                 [.product(name: "JWTKit", package: "jwt-kit"), .product(name: "NIOSSL", package: "swift-nio-ssl")],
                 [
-                    .product(name: "HummingbirdHTTP2", package: "hummingbird"), .product(name: "HummingbirdTLS", package: "hummingbird"),
+                    .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                    .product(name: "HummingbirdTLS", package: "hummingbird"),
                     .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "JWTKit", package: "jwt-kit"),
                 ]
             ),
@@ -269,7 +270,9 @@ let package = Package(
 /// executable that only reads the environment and runs it, and a test target importing the library; with the
 /// extra dependencies of the library and of its tests.
 func services(
-    _ list: [(library: String, executable: String, dependencies: [Target.Dependency], testDependencies: [Target.Dependency])]
+    _ list: [(
+        library: String, executable: String, dependencies: [Target.Dependency], testDependencies: [Target.Dependency]
+    )]
 ) -> [Target] {
     list.flatMap { service -> [Target] in
         [
@@ -299,7 +302,10 @@ func services(
                     .product(name: "PostgresNIO", package: "postgres-nio"),
                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 ] + service.testDependencies,
-                exclude: ["python"].filter { FileManager.default.fileExists(atPath: "\(Context.packageDirectory)/Tests/\(service.library)Tests/\($0)") },
+                exclude: ["python"].filter {
+                    FileManager.default.fileExists(
+                        atPath: "\(Context.packageDirectory)/Tests/\(service.library)Tests/\($0)")
+                },
                 swiftSettings: swiftSettings
             ),
         ]

@@ -16,7 +16,8 @@ import Synchronization
 /// on that socket and its PushRequested arriving on notifications.requests.
 @main
 struct AllocationLoad: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "allocation-load", abstract: "Allocation service load test.")
+    static let configuration = CommandConfiguration(
+        commandName: "allocation-load", abstract: "Allocation service load test.")
 
     @Option(help: "The allocation service's HTTP address.") var http = "http://127.0.0.1:8083"
     @Option(help: "Kafka bootstrap servers.") var kafka = "127.0.0.1:29092"
@@ -32,7 +33,8 @@ struct AllocationLoad: AsyncParsableCommand {
     func run() async throws {
         let logger = Logger(label: "allocation-load")
         let issuer = try TokenIssuer.loadOrCreate(
-            directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local", audience: "delivery-platform"
+            directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local",
+            audience: "delivery-platform"
         )
         let run = UUID().uuidString.prefix(8).lowercased()
         var positions: [(id: String, lat: Double, lng: Double)] = []
@@ -45,7 +47,8 @@ struct AllocationLoad: AsyncParsableCommand {
             )
         }
         var clientConfiguration = HTTPClient.Configuration()
-        clientConfiguration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 32)
+        clientConfiguration.connectionPool = .init(
+            idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 32)
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         let seeding = ContinuousClock.now
         let failures = LoadCounter()
@@ -61,7 +64,8 @@ struct AllocationLoad: AsyncParsableCommand {
                     let recordedAt = ISO8601DateFormatter().string(from: Date())
                     request.body = .bytes(
                         ByteBuffer(
-                            string: #"{"status":"online","location":{"lat":\#(rider.lat),"lng":\#(rider.lng),"accuracyMeters":10,"recordedAt":"\#(recordedAt)"}}"#
+                            string:
+                                #"{"status":"online","location":{"lat":\#(rider.lat),"lng":\#(rider.lng),"accuracyMeters":10,"recordedAt":"\#(recordedAt)"}}"#
                         )
                     )
                     let response = try await client.execute(request, timeout: .seconds(30))
@@ -72,7 +76,10 @@ struct AllocationLoad: AsyncParsableCommand {
             try await group.waitForAll()
         }
         let seconds = LatencySamples.milliseconds(ContinuousClock.now - seeding) / 1000
-        print(String(format: "%d riders online in %.1f s (%.0f a second), %d refused", riders, seconds, Double(riders) / seconds, failures.value))
+        print(
+            String(
+                format: "%d riders online in %.1f s (%.0f a second), %d refused", riders, seconds,
+                Double(riders) / seconds, failures.value))
         try await client.shutdown()
 
         // The riders that will be offered an order: one per order, chosen at random, their sockets connected.
@@ -84,7 +91,8 @@ struct AllocationLoad: AsyncParsableCommand {
         let consumer = try KafkaConsumer(
             configuration: {
                 var configuration = KafkaConsumerConfiguration(
-                    client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "allocation-load"), groupId: "allocation-load-\(run)"
+                    client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "allocation-load"),
+                    groupId: "allocation-load-\(run)"
                 )
                 configuration.autoOffsetReset = .latest
                 return configuration
@@ -92,13 +100,15 @@ struct AllocationLoad: AsyncParsableCommand {
             topics: [Topic.notificationsRequests.rawValue], logger: logger
         )
         let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "allocation-load")),
+            configuration: KafkaProducerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "allocation-load")),
             logger: logger
         )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for try await message in consumer.messages {
-                    guard let push = try? EventCatalog.decode(message.value).payload(as: PushRequested.self), push.kind == "offer",
+                    guard let push = try? EventCatalog.decode(message.value).payload(as: PushRequested.self),
+                        push.kind == "offer",
                         let orderId = push.data["orderId"], let start = sent[orderId]
                     else { continue }
                     pushes.add(since: start)
@@ -108,7 +118,8 @@ struct AllocationLoad: AsyncParsableCommand {
             for target in targets {
                 let token = try await issuer.token(userId: target.id, role: .rider, name: "Rider")
                 group.addTask {
-                    await RiderSocket.run(url: url, token: token, sent: sent, offers: socketOffers, connected: connected, logger: logger)
+                    await RiderSocket.run(
+                        url: url, token: token, sent: sent, offers: socketOffers, connected: connected, logger: logger)
                 }
             }
             while connected.value < targets.count { try await Task.sleep(for: .milliseconds(100)) }
@@ -122,7 +133,8 @@ struct AllocationLoad: AsyncParsableCommand {
                 // The vendor stands about 5 m from its rider, who is therefore the nearest.
                 let vendor = VendorRef(
                     id: "load-vendor", name: "Load Kitchen",
-                    address: Address(line1: "\(index) Load Street", area: "Indiranagar", lat: target.lat + 0.00005, lng: target.lng)
+                    address: Address(
+                        line1: "\(index) Load Street", area: "Indiranagar", lat: target.lat + 0.00005, lng: target.lng)
                 )
                 let ready = OrderReadyForPickup(
                     orderId: orderId, customerId: "load-customer", vendor: vendor, deliveryArea: "Koramangala",
@@ -154,7 +166,8 @@ enum RiderSocket {
         logger: Logger
     ) async {
         do {
-            try await SocketIOLoadClient.connect(url: url, namespace: "/rider", token: token, logger: logger) { messages, outbound in
+            try await SocketIOLoadClient.connect(url: url, namespace: "/rider", token: token, logger: logger) {
+                messages, outbound in
                 connected.increment()
                 while let message = try await messages.next() {
                     guard case .text(let text) = message else { continue }

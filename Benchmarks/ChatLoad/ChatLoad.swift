@@ -16,7 +16,8 @@ import Synchronization
 struct ChatLoad: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "chat-load", abstract: "Chat service load test.")
 
-    @Option(help: "The chat service's Socket.IO endpoint.") var url = "ws://127.0.0.1:8082/socket.io/?EIO=4&transport=websocket"
+    @Option(help: "The chat service's Socket.IO endpoint.") var url =
+        "ws://127.0.0.1:8082/socket.io/?EIO=4&transport=websocket"
     @Option(help: "Kafka bootstrap servers.") var kafka = "127.0.0.1:29092"
     @Option(help: "Concurrent rooms (two sockets each).") var rooms = 1000
     @Option(help: "Messages per second.") var rate = 500
@@ -26,10 +27,12 @@ struct ChatLoad: AsyncParsableCommand {
     func run() async throws {
         let logger = Logger(label: "chat-load")
         let issuer = try TokenIssuer.loadOrCreate(
-            directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local", audience: "delivery-platform"
+            directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local",
+            audience: "delivery-platform"
         )
         let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "chat-load")),
+            configuration: KafkaProducerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "chat-load")),
             logger: logger
         )
         let run = UUID().uuidString.prefix(8).lowercased()
@@ -42,16 +45,21 @@ struct ChatLoad: AsyncParsableCommand {
             let created = EventEnvelope(
                 aggregateId: order,
                 payload: OrderCreated(
-                    orderId: order, customerId: customer, vendor: VendorRef(id: "v", name: "Bench", address: address), deliveryAddress: address,
+                    orderId: order, customerId: customer, vendor: VendorRef(id: "v", name: "Bench", address: address),
+                    deliveryAddress: address,
                     paymentMode: .cash, totalAmount: 100, requiresPhotoProof: false
                 )
             )
             let assigned = EventEnvelope(
                 aggregateId: order,
-                payload: RiderAssigned(orderId: order, customerId: customer, vendorId: "v", offerId: nil, rider: PersonRef(id: rider, name: "Rider \(index)"))
+                payload: RiderAssigned(
+                    orderId: order, customerId: customer, vendorId: "v", offerId: nil,
+                    rider: PersonRef(id: rider, name: "Rider \(index)"))
             )
-            try await producer.send(topic: Topic.ordersEvents.rawValue, key: order, value: try ContractCoding.encode(created))
-            try await producer.send(topic: Topic.ordersEvents.rawValue, key: order, value: try ContractCoding.encode(assigned))
+            try await producer.send(
+                topic: Topic.ordersEvents.rawValue, key: order, value: try ContractCoding.encode(created))
+            try await producer.send(
+                topic: Topic.ordersEvents.rawValue, key: order, value: try ContractCoding.encode(assigned))
         }
         print("published \(rooms) orders with riders; connecting \(rooms * 2) sockets…")
         let joins = LatencySamples()
@@ -61,11 +69,13 @@ struct ChatLoad: AsyncParsableCommand {
             var opened = 0
             for party in parties {
                 for (user, role) in [(party.customer, Role.customer), (party.rider, Role.rider)] {
-                    let token = try await issuer.token(userId: user, role: role, name: role == .customer ? "Customer" : "Rider")
+                    let token = try await issuer.token(
+                        userId: user, role: role, name: role == .customer ? "Customer" : "Rider")
                     let (ready, signal) = AsyncStream.makeStream(of: Void.self)
                     group.addTask {
                         await ChatSocket.run(
-                            url: url, token: token, orderId: party.order, user: user, joins: joins, deliveries: deliveries,
+                            url: url, token: token, orderId: party.order, user: user, joins: joins,
+                            deliveries: deliveries,
                             directory: sockets, ready: signal, logger: logger
                         )
                     }
@@ -139,7 +149,9 @@ final class ChatSocketHandle: Sendable {
     func acknowledged(_ text: String) {
         guard text.hasPrefix("43/chat,") else { return }
         let digits = text.dropFirst(8).prefix { $0.isNumber }
-        guard let id = Int(digits), let (start, recorder) = pendingJoins.withLock({ $0.removeValue(forKey: id) }) else { return }
+        guard let id = Int(digits), let (start, recorder) = pendingJoins.withLock({ $0.removeValue(forKey: id) }) else {
+            return
+        }
         recorder.add(since: start)
     }
 
@@ -152,7 +164,9 @@ final class ChatSocketHandle: Sendable {
         let ack = counter.add(1, ordering: .relaxed).oldValue
         let stamp = ContinuousClock.now - Clock.origin
         let nanoseconds = stamp.components.seconds * 1_000_000_000 + stamp.components.attoseconds / 1_000_000_000
-        outbox.yield(#"42/chat,\#(ack)["message",{"orderId":"\#(orderId)","clientMessageId":"\#(UUID().uuidString)","text":"t:\#(nanoseconds)"}]"#)
+        outbox.yield(
+            #"42/chat,\#(ack)["message",{"orderId":"\#(orderId)","clientMessageId":"\#(UUID().uuidString)","text":"t:\#(nanoseconds)"}]"#
+        )
     }
 }
 
@@ -168,11 +182,13 @@ enum Clock {
 /// One client: connect to `/chat`, join (timing the acknowledgement with history), answer pings, time deliveries.
 enum ChatSocket {
     static func run(
-        url: String, token: String, orderId: String, user: String, joins: LatencySamples, deliveries: LatencySamples, directory: SocketDirectory,
+        url: String, token: String, orderId: String, user: String, joins: LatencySamples, deliveries: LatencySamples,
+        directory: SocketDirectory,
         ready: AsyncStream<Void>.Continuation, logger: Logger
     ) async {
         do {
-            try await SocketIOLoadClient.connect(url: url, namespace: "/chat", token: token, logger: logger) { messages, outbound in
+            try await SocketIOLoadClient.connect(url: url, namespace: "/chat", token: token, logger: logger) {
+                messages, outbound in
                 ready.yield()
                 // Join, retrying while the room is not open yet; time the successful join.
                 var attempt = 0

@@ -18,8 +18,11 @@ package final class LatencySamples: Sendable {
     package func summary() -> String {
         let sorted = values.withLock { $0 }.sorted()
         guard let maximum = sorted.last else { return "no samples" }
-        func at(_ p: Double) -> String { String(format: "%.2f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) }
-        return "p50 \(at(0.5)) ms, p95 \(at(0.95)) ms, p99 \(at(0.99)) ms, max \(String(format: "%.2f", maximum)) ms (n=\(sorted.count))"
+        func at(_ p: Double) -> String {
+            String(format: "%.2f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))])
+        }
+        return
+            "p50 \(at(0.5)) ms, p95 \(at(0.95)) ms, p99 \(at(0.99)) ms, max \(String(format: "%.2f", maximum)) ms (n=\(sorted.count))"
     }
 
     package static func milliseconds(_ duration: Duration) -> Double {

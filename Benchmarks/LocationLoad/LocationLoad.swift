@@ -15,7 +15,8 @@ import Synchronization
 /// `location` event.
 @main
 struct LocationLoad: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "location-load", abstract: "Location service load test.")
+    static let configuration = CommandConfiguration(
+        commandName: "location-load", abstract: "Location service load test.")
 
     @Option(help: "The location service's HTTP address.") var http = "http://127.0.0.1:8084"
     @Option(help: "Kafka bootstrap servers.") var kafka = "127.0.0.1:29092"
@@ -26,11 +27,13 @@ struct LocationLoad: AsyncParsableCommand {
     func run() async throws {
         let logger = Logger(label: "location-load")
         let issuer = try TokenIssuer.loadOrCreate(
-            directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local", audience: "delivery-platform"
+            directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local",
+            audience: "delivery-platform"
         )
         let run = UUID().uuidString.prefix(8).lowercased()
         let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "location-load")),
+            configuration: KafkaProducerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "location-load")),
             logger: logger
         )
         var parties: [(job: String, customer: String, rider: String, lat: Double, lng: Double)] = []
@@ -42,15 +45,21 @@ struct LocationLoad: AsyncParsableCommand {
             let destination = Address(line1: "\(index) Load Street", area: "Koramangala", lat: lat - 0.03, lng: lng)
             let vendor = VendorRef(id: "load-vendor", name: "Load Kitchen", address: destination)
             let created = OrderCreated(
-                orderId: job, customerId: customer, vendor: vendor, deliveryAddress: destination, paymentMode: .prepaid, totalAmount: 100,
+                orderId: job, customerId: customer, vendor: vendor, deliveryAddress: destination, paymentMode: .prepaid,
+                totalAmount: 100,
                 requiresPhotoProof: false
             )
             let pickedUp = OrderPickedUp(
-                orderId: job, customerId: customer, vendor: vendor, rider: PersonRef(id: rider, name: "Rider"), destination: destination,
+                orderId: job, customerId: customer, vendor: vendor, rider: PersonRef(id: rider, name: "Rider"),
+                destination: destination,
                 pickedUpAt: Date()
             )
-            try await producer.send(topic: Topic.ordersEvents.rawValue, key: job, value: try ContractCoding.encode(EventEnvelope(aggregateId: job, payload: created)))
-            try await producer.send(topic: Topic.ordersEvents.rawValue, key: job, value: try ContractCoding.encode(EventEnvelope(aggregateId: job, payload: pickedUp)))
+            try await producer.send(
+                topic: Topic.ordersEvents.rawValue, key: job,
+                value: try ContractCoding.encode(EventEnvelope(aggregateId: job, payload: created)))
+            try await producer.send(
+                topic: Topic.ordersEvents.rawValue, key: job,
+                value: try ContractCoding.encode(EventEnvelope(aggregateId: job, payload: pickedUp)))
         }
         await producer.close()
         print("published \(jobs) picked-up deliveries; connecting \(jobs) watchers…")
@@ -66,7 +75,8 @@ struct LocationLoad: AsyncParsableCommand {
                 let token = try await issuer.token(userId: party.customer, role: .customer, name: "Customer")
                 group.addTask {
                     await LoadSocket.watch(
-                        url: url, token: token, jobId: party.job, latencies: latencies, watching: watching, measuring: measuring, stop: stop,
+                        url: url, token: token, jobId: party.job, latencies: latencies, watching: watching,
+                        measuring: measuring, stop: stop,
                         logger: logger
                     )
                 }
@@ -78,21 +88,26 @@ struct LocationLoad: AsyncParsableCommand {
                 let token = try await issuer.token(userId: party.rider, role: .rider, name: "Rider")
                 group.addTask {
                     await LoadSocket.courier(
-                        url: url, token: token, start: (party.lat, party.lng), up: couriersUp, sent: sent, measuring: measuring, stop: stop,
+                        url: url, token: token, start: (party.lat, party.lng), up: couriersUp, sent: sent,
+                        measuring: measuring, stop: stop,
                         logger: logger
                     )
                 }
                 if index % 250 == 249 { try await Task.sleep(for: .milliseconds(200)) }
             }
             try await waitUntil(seconds: 180) { couriersUp.value >= jobs }
-            print("\(couriersUp.value) riders connected, each sending a position a second; \(watching.value + couriersUp.value) sockets held by the service; measuring \(seconds) s after 5 s…")
+            print(
+                "\(couriersUp.value) riders connected, each sending a position a second; \(watching.value + couriersUp.value) sockets held by the service; measuring \(seconds) s after 5 s…"
+            )
             try await Task.sleep(for: .seconds(5))
             measuring.increment()
             try await Task.sleep(for: .seconds(seconds))
             measuring.increment()
             try await Task.sleep(for: .seconds(2))
             let measured = latencies.count
-            print("positions sent \(sent.value), delivered to watchers \(measured) (\(String(format: "%.0f", Double(measured) / Double(seconds))) a second)")
+            print(
+                "positions sent \(sent.value), delivered to watchers \(measured) (\(String(format: "%.0f", Double(measured) / Double(seconds))) a second)"
+            )
             print("position to watcher: \(latencies.summary())")
             stop.increment()
             group.cancelAll()
@@ -112,11 +127,13 @@ struct LocationLoad: AsyncParsableCommand {
 enum LoadSocket {
     /// A customer: tracks the job (until it is live), then times every `location` from its `recordedAt`.
     static func watch(
-        url: String, token: String, jobId: String, latencies: LatencySamples, watching: LoadCounter, measuring: LoadCounter, stop: LoadCounter,
+        url: String, token: String, jobId: String, latencies: LatencySamples, watching: LoadCounter,
+        measuring: LoadCounter, stop: LoadCounter,
         logger: Logger
     ) async {
         do {
-            try await SocketIOLoadClient.connect(url: url, namespace: "/tracking", token: token, logger: logger) { messages, outbound in
+            try await SocketIOLoadClient.connect(url: url, namespace: "/tracking", token: token, logger: logger) {
+                messages, outbound in
                 // Track once the job is known; then it is live at once or a `tracking_status` says so.
                 var attempt = 0
                 var live = false
@@ -145,7 +162,9 @@ enum LoadSocket {
                     guard case .text(let text) = message else { continue }
                     if text == "2" {
                         try await outbound.write(.text("3"))
-                    } else if text.hasPrefix(#"42/tracking,["location""#), let range = text.range(of: #""recordedAt":""#) {
+                    } else if text.hasPrefix(#"42/tracking,["location""#),
+                        let range = text.range(of: #""recordedAt":""#)
+                    {
                         let stamp = String(text[range.upperBound...].prefix { $0 != "\"" })
                         // Positions recorded inside the measured window only.
                         if let recorded = dates.date(from: stamp), measuring.value == 1 {
@@ -161,11 +180,13 @@ enum LoadSocket {
 
     /// A rider: a position a second, moving a little south each time, until stopped.
     static func courier(
-        url: String, token: String, start: (Double, Double), up: LoadCounter, sent: LoadCounter, measuring: LoadCounter, stop: LoadCounter,
+        url: String, token: String, start: (Double, Double), up: LoadCounter, sent: LoadCounter, measuring: LoadCounter,
+        stop: LoadCounter,
         logger: Logger
     ) async {
         do {
-            try await SocketIOLoadClient.connect(url: url, namespace: "/tracking", token: token, logger: logger) { messages, outbound in
+            try await SocketIOLoadClient.connect(url: url, namespace: "/tracking", token: token, logger: logger) {
+                messages, outbound in
                 up.increment()
                 let (outgoing, outbox) = AsyncStream.makeStream(of: String.self)
                 try await withThrowingTaskGroup(of: Void.self) { group in

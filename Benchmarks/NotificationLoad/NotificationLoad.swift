@@ -15,7 +15,8 @@ import Synchronization
 /// times each push from its request's publication to the provider call.
 @main
 struct NotificationLoad: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "notification-load", abstract: "Notification service load test.")
+    static let configuration = CommandConfiguration(
+        commandName: "notification-load", abstract: "Notification service load test.")
 
     @Option(help: "The notification service's HTTP address.") var http = "http://127.0.0.1:8085"
     @Option(help: "Kafka bootstrap servers.") var kafka = "127.0.0.1:29092"
@@ -35,7 +36,9 @@ struct NotificationLoad: AsyncParsableCommand {
         router.post("token") { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "application/json"],
-                body: .init(byteBuffer: ByteBuffer(string: #"{"access_token":"load-token","expires_in":3600,"token_type":"Bearer"}"#))
+                body: .init(
+                    byteBuffer: ByteBuffer(
+                        string: #"{"access_token":"load-token","expires_in":3600,"token_type":"Bearer"}"#))
             )
         }
         router.post("v1/projects/:project/messages:send") { request, _ -> Response in
@@ -48,13 +51,16 @@ struct NotificationLoad: AsyncParsableCommand {
             received.increment()
             let now = Date()
             firstAndLast.withLock { $0 = ($0.0 ?? now, now) }
-            return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: #"{"name":"projects/load/messages/1"}"#)))
+            return Response(
+                status: .ok, body: .init(byteBuffer: ByteBuffer(string: #"{"name":"projects/load/messages/1"}"#)))
         }
-        let fake = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: fcmPort)), logger: logger)
+        let fake = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: fcmPort)), logger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await fake.runService() }
             let issuer = try TokenIssuer.loadOrCreate(
-                directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local", audience: "delivery-platform"
+                directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local",
+                audience: "delivery-platform"
             )
             let run = UUID().uuidString.prefix(8).lowercased()
             let userIds = (0..<users).map { "load-u-\(run)-\($0)" }
@@ -67,7 +73,8 @@ struct NotificationLoad: AsyncParsableCommand {
                         request.method = .PUT
                         request.headers.add(name: "Authorization", value: "Bearer \(token)")
                         request.headers.add(name: "Content-Type", value: "application/json")
-                        request.body = .bytes(ByteBuffer(string: #"{"platform":"android","token":"device-\#(userId)"}"#))
+                        request.body = .bytes(
+                            ByteBuffer(string: #"{"platform":"android","token":"device-\#(userId)"}"#))
                         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
                         _ = try await response.body.collect(upTo: 1 << 16)
                     }
@@ -76,7 +83,8 @@ struct NotificationLoad: AsyncParsableCommand {
             }
             print("\(users) devices registered; requesting \(count) pushes at \(rate) a second…")
             let producer = try KafkaProducer(
-                configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "notification-load")),
+                configuration: KafkaProducerConfiguration(
+                    client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "notification-load")),
                 logger: logger
             )
             // Requests are sent without waiting for each acknowledgement (up to 256 in flight), paced to RATE.
@@ -88,13 +96,18 @@ struct NotificationLoad: AsyncParsableCommand {
                     let userId = userIds[index % userIds.count]
                     let id = "load-\(run)-\(index)"
                     let push = PushRequested(
-                        notificationId: id, userId: userId, kind: "load", title: "Load", body: "Push \(index)", data: ["seq": id], priority: .high,
+                        notificationId: id, userId: userId, kind: "load", title: "Load", body: "Push \(index)",
+                        data: ["seq": id], priority: .high,
                         ttlSeconds: 60
                     )
                     let value = try ContractCoding.encode(EventEnvelope(aggregateId: userId, payload: push))
-                    try await Task.sleep(until: started.advanced(by: .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))), clock: clock)
+                    try await Task.sleep(
+                        until: started.advanced(by: .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))),
+                        clock: clock)
                     published[id] = .now
-                    sends.addTask { try await producer.send(topic: Topic.notificationsRequests.rawValue, key: userId, value: value) }
+                    sends.addTask {
+                        try await producer.send(topic: Topic.notificationsRequests.rawValue, key: userId, value: value)
+                    }
                 }
                 try await sends.waitForAll()
             }
@@ -103,7 +116,9 @@ struct NotificationLoad: AsyncParsableCommand {
             for _ in 0..<1200 where received.value < count { try await Task.sleep(for: .milliseconds(100)) }
             let (first, last) = firstAndLast.withLock { $0 }
             let seconds = max(0.001, (last ?? Date()).timeIntervalSince(first ?? Date()))
-            print("provider calls \(received.value) of \(count); \(String(format: "%.0f", Double(received.value) / seconds)) pushes a second")
+            print(
+                "provider calls \(received.value) of \(count); \(String(format: "%.0f", Double(received.value) / seconds)) pushes a second"
+            )
             print("request published to provider call: \(latencies.summary())")
             await producer.close()
             group.cancelAll()

@@ -12,10 +12,12 @@ import Synchronization
 /// publishing Allocation's OfferAccepted) and arrived, then picks them all up from `concurrency` connections.
 @main
 struct OrderPickupLoad: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "order-pickup-load", abstract: "Pickup endpoint load test.")
+    static let configuration = CommandConfiguration(
+        commandName: "order-pickup-load", abstract: "Pickup endpoint load test.")
 
     @Option(help: "The order service.") var url = "http://127.0.0.1:8081"
-    @Option(help: "Kafka bootstrap servers (to publish accepted offers as Allocation would).") var kafka = "127.0.0.1:29092"
+    @Option(help: "Kafka bootstrap servers (to publish accepted offers as Allocation would).") var kafka =
+        "127.0.0.1:29092"
     @Option(help: "Orders to prepare and pick up.") var orders = 3000
     @Option(help: "Concurrent connections.") var concurrency = 32
     @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
@@ -23,7 +25,8 @@ struct OrderPickupLoad: AsyncParsableCommand {
     @Option(help: "Token audience (the service's JWT_AUDIENCE).") var audience = "delivery-platform"
 
     func run() async throws {
-        let tokens = try TokenIssuer.loadOrCreate(directory: URL(fileURLWithPath: keyDir), issuer: issuer, audience: audience)
+        let tokens = try TokenIssuer.loadOrCreate(
+            directory: URL(fileURLWithPath: keyDir), issuer: issuer, audience: audience)
         let suffix = UUID().uuidString.prefix(8).lowercased()
         let vendorId = "bench-vendor-\(suffix)"
         let riderId = "bench-rider-\(suffix)"
@@ -32,7 +35,8 @@ struct OrderPickupLoad: AsyncParsableCommand {
         let customer = try await tokens.token(userId: "bench-customer-\(suffix)", role: .customer)
         let rider = try await tokens.token(userId: riderId, role: .rider, name: "Bench Rider")
         var clientConfiguration = HTTPClient.Configuration()
-        clientConfiguration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)
+        clientConfiguration.connectionPool = .init(
+            idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
 
         func post(_ path: String, _ token: String, _ body: String? = nil) async throws -> (Int, Data) {
@@ -53,7 +57,8 @@ struct OrderPickupLoad: AsyncParsableCommand {
         )
         print("preparing \(orders) ready, assigned and arrived orders…")
         let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "bench")),
+            configuration: KafkaProducerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "bench")),
             logger: Logger(label: "bench")
         )
         let ids = try await withThrowingTaskGroup(of: String.self) { group in
@@ -65,16 +70,21 @@ struct OrderPickupLoad: AsyncParsableCommand {
                         "/v1/orders", customer,
                         #"{"vendorId":"\#(vendorId)","deliveryAddress":{"line1":"4 Lake View","area":"Koramangala","lat":12.93,"lng":77.62},"paymentMode":"prepaid","totalAmount":199,"requiresPhotoProof":false}"#
                     )
-                    guard status == 201, let id = try JSONSerialization.jsonObject(with: body) as? [String: Any], let orderId = id["id"] as? String else {
+                    guard status == 201, let id = try JSONSerialization.jsonObject(with: body) as? [String: Any],
+                        let orderId = id["id"] as? String
+                    else {
                         throw ValidationError("creating an order failed: \(status)")
                     }
                     _ = try await post("/v1/orders/\(orderId)/accept", vendor)
                     _ = try await post("/v1/orders/\(orderId)/ready", vendor)
                     let offer = EventEnvelope(
                         aggregateId: orderId,
-                        payload: OfferAccepted(offerId: UUID().uuidString, orderId: orderId, rider: PersonRef(id: riderId, name: "Bench Rider"))
+                        payload: OfferAccepted(
+                            offerId: UUID().uuidString, orderId: orderId,
+                            rider: PersonRef(id: riderId, name: "Bench Rider"))
                     )
-                    try await producer.send(topic: Topic.allocationEvents.rawValue, key: orderId, value: try ContractCoding.encode(offer))
+                    try await producer.send(
+                        topic: Topic.allocationEvents.rawValue, key: orderId, value: try ContractCoding.encode(offer))
                     return orderId
                 }
             }
@@ -118,7 +128,11 @@ struct OrderPickupLoad: AsyncParsableCommand {
                         let (status, _) = try await post("/v1/orders/\(ids[index])/pickup", rider)
                         let elapsed = clock.now - began
                         if status != 200 { progress.failures.add(1, ordering: .relaxed) }
-                        progress.latencies.withLock { $0.append(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000) }
+                        progress.latencies.withLock {
+                            $0.append(
+                                Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds)
+                                    * 1000)
+                        }
                     }
                 }
             }
@@ -127,7 +141,9 @@ struct OrderPickupLoad: AsyncParsableCommand {
         let total = clock.now - start
         try await http.shutdown()
         let sorted = progress.latencies.withLock { $0 }.sorted()
-        func percentile(_ p: Double) -> String { String(format: "%.2f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) }
+        func percentile(_ p: Double) -> String {
+            String(format: "%.2f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))])
+        }
         let seconds = Double(total.components.seconds) + Double(total.components.attoseconds) / 1e18
         print(
             "pickups: \(sorted.count) in \(String(format: "%.2f", seconds)) s = \(String(format: "%.0f", Double(sorted.count) / seconds)) req/s, "

@@ -73,7 +73,9 @@ package final class KafkaConsumer: Sendable {
     /// - Parameter waitForBroker: false sends the commit without waiting for the broker's answer (a failure is
     ///   logged): for consumers whose effects are idempotent, where a lost commit only means a redelivery.
     package func commit(_ message: KafkaMessage, waitForBroker: Bool = true) async throws {
-        try await commit([KafkaTopicPartition(topic: message.topic, partition: message.partition): message.offset], waitForBroker: waitForBroker)
+        try await commit(
+            [KafkaTopicPartition(topic: message.topic, partition: message.partition): message.offset],
+            waitForBroker: waitForBroker)
     }
 
     /// Commits the given last-processed offsets.

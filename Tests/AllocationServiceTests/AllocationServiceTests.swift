@@ -24,7 +24,8 @@ struct AllocationHarness: Sendable {
         let schema = uniqueName("allocation")
         let broker = TansuBroker(port: 19110)
         try await broker.start()
-        let client = try await startSuiteService(AllocationService.self, schema: schema, brokers: broker.address, extra: settings)
+        let client = try await startSuiteService(
+            AllocationService.self, schema: schema, brokers: broker.address, extra: settings)
         return AllocationHarness(client: client, schema: schema, broker: broker)
     }
 
@@ -62,10 +63,13 @@ struct AvailabilityBody: Encodable {
     var status: String
     var location: Location?
 
-    static func online(at point: (lat: Double, lng: Double), accuracy: Double = 8, age: TimeInterval = 1) -> AvailabilityBody {
+    static func online(at point: (lat: Double, lng: Double), accuracy: Double = 8, age: TimeInterval = 1)
+        -> AvailabilityBody
+    {
         AvailabilityBody(
             status: "online",
-            location: Location(lat: point.lat, lng: point.lng, accuracyMeters: accuracy, recordedAt: Date().addingTimeInterval(-age))
+            location: Location(
+                lat: point.lat, lng: point.lng, accuracyMeters: accuracy, recordedAt: Date().addingTimeInterval(-age))
         )
     }
 }
@@ -82,7 +86,8 @@ func eventTypes(_ events: JSONValue?) -> [String] { events?.arrayValue.compactMa
 
 @Suite("Allocation service (RDR-010, RDR-020)", .timeLimit(.minutes(3)))
 struct AllocationServiceTests {
-    @Test("the nearest rider gets the offer (socket and push) and accepts it; the rider is on the delivery until it ends")
+    @Test(
+        "the nearest rider gets the offer (socket and push) and accepts it; the rider is on the delivery until it ends")
     func offerAndAccept() async throws {
         let harness = try await AllocationHarness.get()
         let result = try await harness.scenario("accept", riders: ["near", "far"])
@@ -138,14 +143,18 @@ struct AllocationServiceTests {
         #expect(result["near_offers"]?.arrayValue.count == 1, "a rider who declined was offered the order again")
         #expect(result["middle_offers"]?.arrayValue.count == 1, "a rider who timed out was offered the order again")
         let events = result["events"]?.arrayValue ?? []
-        #expect(eventTypes(result["events"]) == ["OfferSent", "OfferRejected", "OfferSent", "OfferRejected", "OfferSent", "OfferAccepted"])
+        #expect(
+            eventTypes(result["events"]) == [
+                "OfferSent", "OfferRejected", "OfferSent", "OfferRejected", "OfferSent", "OfferAccepted",
+            ])
         #expect(events.compactMap { $0["payload"]?["reason"]?.stringValue } == ["rejected", "timed_out"])
     }
 
     @Test("two orders ready at once are never offered to one rider together")
     func oneOfferAtATime() async throws {
         let harness = try await AllocationHarness.get()
-        let result = try await harness.scenario("one_at_a_time", riders: ["near", "far"], extra: ["secondOrderId": UUID().uuidString.lowercased()])
+        let result = try await harness.scenario(
+            "one_at_a_time", riders: ["near", "far"], extra: ["secondOrderId": UUID().uuidString.lowercased()])
         let near = result["near_offers"]?.arrayValue ?? []
         let far = result["far_offers"]?.arrayValue ?? []
         #expect(near.count == 1, "\(result)")
@@ -161,7 +170,9 @@ struct AllocationServiceTests {
         let (first, second) = (uniqueName("order"), uniqueName("order"))
         let refused = try await withTestDatabase(schema: harness.schema, migrations: []) { database in
             try await database.transaction { connection in
-                try await connection.query("INSERT INTO riders (rider_id, name, status) VALUES (\(riderId), 'R', 'offered')", logger: database.logger)
+                try await connection.query(
+                    "INSERT INTO riders (rider_id, name, status) VALUES (\(riderId), 'R', 'offered')",
+                    logger: database.logger)
                 for orderId in [first, second] {
                     try await connection.query(
                         """
@@ -205,7 +216,9 @@ struct AllocationServiceTests {
         #expect(code(result["pending_after"]) == "NO_ACTIVE_OFFER")
     }
 
-    @Test("a rider whose app never confirms the offer is recorded unreachable within the receipt time; the next rider gets it")
+    @Test(
+        "a rider whose app never confirms the offer is recorded unreachable within the receipt time; the next rider gets it"
+    )
     func unreachableRiderSkipped() async throws {
         let harness = try await AllocationHarness.get()
         let result = try await harness.scenario("unreachable", riders: ["near", "far"])
@@ -258,18 +271,21 @@ struct AllocationServiceTests {
         #expect(try await client.setAvailability(.online(at: spot.north(0), age: 5), token: token).status == 200)
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(
-                client: KafkaClientConfiguration(bootstrapServers: [harness.broker.address], clientId: "allocation-tests")
+                client: KafkaClientConfiguration(
+                    bootstrapServers: [harness.broker.address], clientId: "allocation-tests")
             ),
             logger: TestInfrastructure.logger("allocation-tests")
         )
         for (kilometres, age) in [(2.0, 0.0), (1.0, 3.0)] {
             let point = spot.north(kilometres)
             let position = PositionUpdated(
-                courierId: riderId, role: .rider, lat: point.lat, lng: point.lng, accuracyMeters: 5, headingDegrees: nil, speedMps: 4,
+                courierId: riderId, role: .rider, lat: point.lat, lng: point.lng, accuracyMeters: 5,
+                headingDegrees: nil, speedMps: 4,
                 recordedAt: Date().addingTimeInterval(-age)
             )
             let envelope = EventEnvelope(aggregateId: riderId, payload: position)
-            try await producer.send(topic: Topic.couriersPositions.rawValue, key: riderId, value: try ContractCoding.encode(envelope))
+            try await producer.send(
+                topic: Topic.couriersPositions.rawValue, key: riderId, value: try ContractCoding.encode(envelope))
         }
         try await eventually(timeout: .seconds(20), "the rider moved 2 km north") {
             let rider = try await client.get("/v1/riders/me", token: token).decode(RiderView.self)
@@ -292,23 +308,29 @@ struct AllocationServiceTests {
         #expect(wrongRole.status == 403)
         #expect(wrongRole.errorCode == "FORBIDDEN")
         #expect(try await client.get("/v1/riders/me/offer", token: customer).errorCode == "FORBIDDEN")
-        let malformed = try await client.request(.PUT, "/v1/riders/me/availability", token: rider, body: Data("{\"status\":".utf8))
+        let malformed = try await client.request(
+            .PUT, "/v1/riders/me/availability", token: rider, body: Data("{\"status\":".utf8))
         #expect(malformed.status == 400)
         #expect(malformed.errorCode != nil)
-        let unknownStatus = try await client.request(.PUT, "/v1/riders/me/availability", token: rider, body: Data(#"{"status":"flying"}"#.utf8))
+        let unknownStatus = try await client.request(
+            .PUT, "/v1/riders/me/availability", token: rider, body: Data(#"{"status":"flying"}"#.utf8))
         #expect(unknownStatus.status == 400)
         let outOfRange = try await client.setAvailability(.online(at: (lat: 95, lng: 10)), token: rider)
         #expect(outOfRange.status == 400)
         #expect(outOfRange.errorCode == "VALIDATION_FAILED")
         #expect(try await client.get("/v1/riders/me/offer", token: rider).errorCode == "NO_ACTIVE_OFFER")
-        for path in ["/v1/offers/not-an-id/accept", "/v1/offers/\(UUID())/accept", "/v1/offers/\(UUID())/reject", "/v1/offers/\(UUID())/received"] {
+        for path in [
+            "/v1/offers/not-an-id/accept", "/v1/offers/\(UUID())/accept", "/v1/offers/\(UUID())/reject",
+            "/v1/offers/\(UUID())/received",
+        ] {
             let answer = try await client.request(.POST, path, token: rider)
             #expect(answer.status == 404, "\(path)")
             #expect(answer.errorCode == "NOT_FOUND", "\(path)")
         }
         #expect(try await client.request(.POST, "/v1/offers/\(UUID())/accept", token: customer).status == 403)
         let longKey = try await client.request(
-            .POST, "/v1/offers/\(UUID())/accept", token: rider, headers: ["Idempotency-Key": String(repeating: "k", count: 300)]
+            .POST, "/v1/offers/\(UUID())/accept", token: rider,
+            headers: ["Idempotency-Key": String(repeating: "k", count: 300)]
         )
         #expect(longKey.status == 400)
     }
@@ -316,7 +338,9 @@ struct AllocationServiceTests {
 
 @Suite("Allocation deadlines survive a restart", .timeLimit(.minutes(3)))
 struct AllocationRestartTests {
-    @Test("an offer whose deadline passed while the service was down expires when it is back; the next rider gets the order")
+    @Test(
+        "an offer whose deadline passed while the service was down expires when it is back; the next rider gets the order"
+    )
     func expiryAfterRestart() async throws {
         let schema = uniqueName("allocation")
         let extra = ["OFFER_TIMEOUT_SECONDS": "2", "OFFER_RECEIPT_TIMEOUT_SECONDS": "60", "ALLOCATION_TICK_MS": "100"]
@@ -338,17 +362,21 @@ struct AllocationRestartTests {
             #expect(try await client.setAvailability(.online(at: spot.north(2)), token: far).status == 200)
             let producer = try KafkaProducer(
                 configuration: KafkaProducerConfiguration(
-                    client: KafkaClientConfiguration(bootstrapServers: [try TestInfrastructure.kafkaBrokers()], clientId: "allocation-tests")
+                    client: KafkaClientConfiguration(
+                        bootstrapServers: [try TestInfrastructure.kafkaBrokers()], clientId: "allocation-tests")
                 ),
                 logger: TestInfrastructure.logger("allocation-tests")
             )
-            let vendor = VendorRef(id: "vendor-1", name: "Spice Route", address: Address(line1: "12 MG Road", area: "Indiranagar", lat: spot.lat, lng: spot.lng))
+            let vendor = VendorRef(
+                id: "vendor-1", name: "Spice Route",
+                address: Address(line1: "12 MG Road", area: "Indiranagar", lat: spot.lat, lng: spot.lng))
             let ready = OrderReadyForPickup(
                 orderId: orderId, customerId: uniqueName("customer"), vendor: vendor, deliveryArea: "Koramangala",
                 deliveryLocation: GeoPoint(lat: spot.lat - 0.02, lng: spot.lng), totalAmount: 100
             )
             try await producer.send(
-                topic: Topic.ordersEvents.rawValue, key: orderId, value: try ContractCoding.encode(EventEnvelope(aggregateId: orderId, payload: ready))
+                topic: Topic.ordersEvents.rawValue, key: orderId,
+                value: try ContractCoding.encode(EventEnvelope(aggregateId: orderId, payload: ready))
             )
             await producer.close()
             var offer: OfferView?
@@ -369,7 +397,8 @@ struct AllocationRestartTests {
             #expect(farOffer?.orderId == orderId)
             let late = try await client.request(.POST, "/v1/offers/\(offer.offerId)/accept", token: near)
             #expect(late.errorCode == "OFFER_EXPIRED")
-            #expect(try await client.get("/v1/riders/me", token: near).decode(RiderView.self).status.rawValue == "online")
+            #expect(
+                try await client.get("/v1/riders/me", token: near).decode(RiderView.self).status.rawValue == "online")
         }
     }
 }

@@ -38,7 +38,9 @@ struct ChatServiceTests {
 
     static func code(_ answer: JSONValue?) -> String? { answer?["error"]?["code"]?.stringValue }
 
-    @Test("customer and rider chat both ways, with quick replies, limits, resends; strangers and admins kept out; closing on delivery")
+    @Test(
+        "customer and rider chat both ways, with quick replies, limits, resends; strangers and admins kept out; closing on delivery"
+    )
     func conversation() async throws {
         let harness = try await Harness.get()
         let (customerId, riderId) = (uniqueName("customer"), uniqueName("rider"))
@@ -56,7 +58,9 @@ struct ChatServiceTests {
         #expect(Self.code(result["join_before_rider"]) == "CHAT_NOT_AVAILABLE")
         #expect(result["customer_join"]?["ok"] == .bool(true))
         #expect(result["customer_join"]?["readOnly"] == .bool(false))
-        #expect(result["customer_join"]?["rider"] == .object(JSONObject([("id", .string(riderId)), ("name", .string("Ravi"))])))
+        #expect(
+            result["customer_join"]?["rider"]
+                == .object(JSONObject([("id", .string(riderId)), ("name", .string("Ravi"))])))
         #expect(Self.code(result["stranger_join"]) == "FORBIDDEN")
         #expect(result["rider_join"]?["ok"] == .bool(true))
         // AC-002: both ways, in real time.
@@ -76,7 +80,9 @@ struct ChatServiceTests {
         #expect(Self.code(result["long_client_id"]) == "VALIDATION_FAILED")
         // AC-006: the app's resend returns the first ack and stores nothing new.
         #expect(result["resend_ack"]?["id"] == result["hello_ack"]?["id"])
-        guard case .array(let riderMessages) = result["rider_messages"] else { throw ScenarioFailed("no rider messages") }
+        guard case .array(let riderMessages) = result["rider_messages"] else {
+            throw ScenarioFailed("no rider messages")
+        }
         #expect(riderMessages.filter { $0["clientMessageId"] == .string("c-1") }.count == 1)
         #expect(Self.code(result["stranger_send"]) == "FORBIDDEN")
         // Scrolling up: every message exactly once.
@@ -109,7 +115,8 @@ struct ChatServiceTests {
         let result = try await harness.scenario(
             "reassign",
             [
-                "orderId": UUID().uuidString.lowercased(), "customerId": customerId, "riderId": riderId, "newRiderId": newRiderId,
+                "orderId": UUID().uuidString.lowercased(), "customerId": customerId, "riderId": riderId,
+                "newRiderId": newRiderId,
                 "customerToken": try await TestAuth.token(customerId, .customer, name: "Asha"),
                 "riderToken": try await TestAuth.token(riderId, .rider, name: "Ravi"),
                 "newRiderToken": try await TestAuth.token(newRiderId, .rider, name: "Ria"),
@@ -124,7 +131,9 @@ struct ChatServiceTests {
         #expect(result["old_got"] == .array([]))
     }
 
-    @Test("a recipient with no socket in the room gets a push with the sender's name, a preview and a deep link; cancelling closes")
+    @Test(
+        "a recipient with no socket in the room gets a push with the sender's name, a preview and a deep link; cancelling closes"
+    )
     func offlineRecipientPush() async throws {
         let harness = try await Harness.get()
         let (customerId, riderId) = (uniqueName("customer"), uniqueName("rider"))
@@ -158,11 +167,19 @@ struct ChatServiceTests {
         let replies = try await client.get("/v1/chat/quick-replies?role=rider", token: customer)
         #expect(replies.status == 200)
         #expect(replies.text.contains("I have arrived"))
-        #expect(try await client.get("/v1/chat/quick-replies", token: customer).text.contains("Please leave it at the door"))
-        #expect(try await client.get("/v1/chat/quick-replies?role=vendor", token: customer).errorCode == "VALIDATION_FAILED")
+        #expect(
+            try await client.get("/v1/chat/quick-replies", token: customer).text.contains("Please leave it at the door")
+        )
+        #expect(
+            try await client.get("/v1/chat/quick-replies?role=vendor", token: customer).errorCode == "VALIDATION_FAILED"
+        )
         #expect(try await client.get("/v1/chat/quick-replies").status == 401)
         #expect(try await client.get("/v1/orders/\(UUID().uuidString)/chat/messages", token: customer).status == 404)
-        #expect(try await client.get("/v1/orders/x/chat/messages?limit=1000", token: customer).errorCode == "VALIDATION_FAILED")
-        #expect(try await client.get("/v1/orders/x/chat/messages?before=abc", token: customer).errorCode == "VALIDATION_FAILED")
+        #expect(
+            try await client.get("/v1/orders/x/chat/messages?limit=1000", token: customer).errorCode
+                == "VALIDATION_FAILED")
+        #expect(
+            try await client.get("/v1/orders/x/chat/messages?before=abc", token: customer).errorCode
+                == "VALIDATION_FAILED")
     }
 }

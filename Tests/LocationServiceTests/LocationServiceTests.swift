@@ -24,12 +24,18 @@ final class FakeOSRM: Sendable {
                 $0.split(separator: ",").compactMap { Double($0) }
             }
             guard pairs.count == 2, pairs.allSatisfy({ $0.count == 2 }) else {
-                return Response(status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: #"{"code":"InvalidQuery"}"#)))
+                return Response(
+                    status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: #"{"code":"InvalidQuery"}"#)))
             }
             guard pairs[1][1] >= 0 else { return Response(status: .serviceUnavailable) }
-            let meters = GeoPoint(lat: pairs[0][1], lng: pairs[0][0]).meters(to: GeoPoint(lat: pairs[1][1], lng: pairs[1][0])) * 1.4
-            let body = #"{"code":"Ok","routes":[{"duration":\#(meters / (40 / 3.6)),"distance":\#(meters),"legs":[]}],"waypoints":[]}"#
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body)))
+            let meters =
+                GeoPoint(lat: pairs[0][1], lng: pairs[0][0]).meters(to: GeoPoint(lat: pairs[1][1], lng: pairs[1][0]))
+                * 1.4
+            let body =
+                #"{"code":"Ok","routes":[{"duration":\#(meters / (40 / 3.6)),"distance":\#(meters),"legs":[]}],"waypoints":[]}"#
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: body)))
         }
         let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)))
         let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: app.logger))
@@ -53,11 +59,13 @@ struct LocationHarness: Sendable {
         try await broker.start()
         let schema = uniqueName("location")
         var settings = [
-            "ETA_PROVIDER": "osrm", "ETA_PROVIDER_URL": "http://127.0.0.1:\(osrm.port)", "ETA_BREAKER_FAILURES": "1000000",
+            "ETA_PROVIDER": "osrm", "ETA_PROVIDER_URL": "http://127.0.0.1:\(osrm.port)",
+            "ETA_BREAKER_FAILURES": "1000000",
             "TRACKING_STALE_AFTER_SECONDS": "3", "TRACKING_TICK_MS": "200", "POSITION_PUBLISH_INTERVAL_SECONDS": "1",
         ]
         settings.merge(extra) { _, new in new }
-        let client = try await startSuiteService(LocationService.self, schema: schema, brokers: broker.address, extra: settings)
+        let client = try await startSuiteService(
+            LocationService.self, schema: schema, brokers: broker.address, extra: settings)
         return LocationHarness(client: client, schema: schema, broker: broker, osrm: osrm)
     }
 
@@ -69,11 +77,13 @@ struct LocationHarness: Sendable {
     func scenario(_ name: String) async throws -> (result: JSONValue, config: [String: String]) {
         let spot = TestSpot()
         var config = [
-            "url": client.baseURL, "brokers": broker.address, "lat": String(format: "%.6f", spot.lat), "lng": String(format: "%.6f", spot.lng),
+            "url": client.baseURL, "brokers": broker.address, "lat": String(format: "%.6f", spot.lat),
+            "lng": String(format: "%.6f", spot.lng),
             "orderId": UUID().uuidString.lowercased(), "requestId": UUID().uuidString.lowercased(),
         ]
         for (name, role) in [
-            ("customer", Role.customer), ("stranger", .customer), ("rider", .rider), ("flood", .rider), ("technician", .technician),
+            ("customer", Role.customer), ("stranger", .customer), ("rider", .rider), ("flood", .rider),
+            ("technician", .technician),
             ("otherTechnician", .technician),
         ] {
             let userId = uniqueName(name)
@@ -85,11 +95,15 @@ struct LocationHarness: Sendable {
     }
 }
 
-func code(_ answer: JSONValue?) -> String? { answer?["error"]?["code"]?.stringValue ?? answer?["body"]?["error"]?["code"]?.stringValue }
+func code(_ answer: JSONValue?) -> String? {
+    answer?["error"]?["code"]?.stringValue ?? answer?["body"]?["error"]?["code"]?.stringValue
+}
 
 @Suite("Location service (US-072, RDR-016 tracking)", .timeLimit(.minutes(3)))
 struct LocationServiceTests {
-    @Test("a delivery is tracked from pickup to delivery: locations and ETA reach only its customer; no position lands in Postgres")
+    @Test(
+        "a delivery is tracked from pickup to delivery: locations and ETA reach only its customer; no position lands in Postgres"
+    )
     func deliveryTracking() async throws {
         let harness = try await LocationHarness.get()
         let (result, config) = try await harness.scenario("delivery")
@@ -99,12 +113,15 @@ struct LocationServiceTests {
         #expect(code(result["rider_track"]) == "FORBIDDEN")
         #expect(code(result["unknown_job"]) == "NOT_FOUND")
         #expect(!(result["live"]?.arrayValue.isEmpty ?? true), "\(result)")
-        #expect(result["acks"]?.arrayValue.allSatisfy { $0["accepted"] == .bool(true) } == true, "\(result["acks"] ?? .null)")
+        #expect(
+            result["acks"]?.arrayValue.allSatisfy { $0["accepted"] == .bool(true) } == true,
+            "\(result["acks"] ?? .null)")
         let sent = result["sent_lats"]?.arrayValue.compactMap(\.doubleValue) ?? []
         let received = result["locations"]?.arrayValue.compactMap { $0["lat"]?.doubleValue } ?? []
         #expect(received == sent, "every position, in order")
         #expect(result["locations"]?[0]?["jobId"]?.stringValue == config["orderId"])
-        let eta = try #require(result["etas"]?.arrayValue.first(where: { $0["available"] == .bool(true) }), "\(result["etas"] ?? .null)")
+        let eta = try #require(
+            result["etas"]?.arrayValue.first(where: { $0["available"] == .bool(true) }), "\(result["etas"] ?? .null)")
         #expect(eta["text"]?.stringValue?.hasPrefix("Arriving in ") == true)
         #expect(eta["spokenText"]?.stringValue?.hasPrefix("Your rider is currently ") == true)
         #expect((eta["seconds"]?.doubleValue ?? 0) > 0)
@@ -122,10 +139,11 @@ struct LocationServiceTests {
         #expect(result["ended"]?[0]?["message"]?.stringValue == "Your order has been delivered.")
         #expect(result["locations_after_end"]?.doubleValue == 0)
         #expect(
-            result["events"] == .array([
-                .array([.string("TrackingStarted"), .null, .string("delivery")]),
-                .array([.string("TrackingStopped"), .string("delivered"), .string("delivery")]),
-            ])
+            result["events"]
+                == .array([
+                    .array([.string("TrackingStarted"), .null, .string("delivery")]),
+                    .array([.string("TrackingStopped"), .string("delivered"), .string("delivery")]),
+                ])
         )
         // Positions are never written to Postgres: no row of any table of the schema holds a sent coordinate.
         let rowsWithPositions = try await withTestDatabase(schema: harness.schema, migrations: []) { database in
@@ -133,20 +151,25 @@ struct LocationServiceTests {
             let tables = try await database.withConnection { connection in
                 var names: [String] = []
                 let rows = try await connection.query(
-                    "SELECT table_name FROM information_schema.tables WHERE table_schema = \(harness.schema)", logger: database.logger
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = \(harness.schema)",
+                    logger: database.logger
                 )
                 for try await name in rows.decode(String.self) { names.append(name) }
                 return names
             }
             for table in tables {
                 for lat in sent.dropFirst() {
-                    let pattern = "%\(String(format: "%.6f", lat).trimmingCharacters(in: CharacterSet(charactersIn: "0")))%"
+                    let pattern =
+                        "%\(String(format: "%.6f", lat).trimmingCharacters(in: CharacterSet(charactersIn: "0")))%"
                     let count = try await database.scalar(
-                        PostgresQuery(unsafeSQL: "SELECT count(*) FROM \"\(harness.schema)\".\"\(table)\" t WHERE t::text LIKE $1", binds: {
-                            var binds = PostgresBindings()
-                            binds.append(pattern)
-                            return binds
-                        }()), as: Int.self
+                        PostgresQuery(
+                            unsafeSQL:
+                                "SELECT count(*) FROM \"\(harness.schema)\".\"\(table)\" t WHERE t::text LIKE $1",
+                            binds: {
+                                var binds = PostgresBindings()
+                                binds.append(pattern)
+                                return binds
+                            }()), as: Int.self
                     )
                     found += count ?? 0
                 }
@@ -175,12 +198,16 @@ struct LocationServiceTests {
         #expect(stale["lastUpdatedAt"]?.stringValue != nil)
         #expect(result["stale_eta"]?[0]?["text"]?.stringValue == "ETA recalculating")
         #expect(result["states_after_resume"]?.arrayValue.last?.stringValue == "live")
-        #expect(result["ended_travel_mode"]?[0]?["message"]?.stringValue == "The technician has stopped sharing their location.")
+        #expect(
+            result["ended_travel_mode"]?[0]?["message"]?.stringValue
+                == "The technician has stopped sharing their location.")
         #expect(result["travel_mode_on_again"]?["body"]?["state"]?.stringValue == "live")
         #expect(result["arrived"]?["state"]?.stringValue == "ended")
         #expect(result["arrived"]?["message"]?.stringValue == "The technician has arrived.")
         let events = result["events"]?.arrayValue.compactMap { $0[0]?.stringValue } ?? []
-        #expect(events == ["TrackingStarted", "TrackingStopped", "TrackingStarted", "TrackingStopped"], "\(result["events"] ?? .null)")
+        #expect(
+            events == ["TrackingStarted", "TrackingStopped", "TrackingStarted", "TrackingStopped"],
+            "\(result["events"] ?? .null)")
         let reasons = result["events"]?.arrayValue.compactMap { $0[1]?.stringValue }
         #expect(reasons == ["travel_mode_off", "arrived"])
     }
@@ -195,7 +222,9 @@ struct LocationServiceTests {
         #expect(eta?["text"]?.stringValue == "ETA unavailable")
     }
 
-    @Test("invalid coordinates, times and payloads are refused with codes; older positions dropped; rate limited per courier")
+    @Test(
+        "invalid coordinates, times and payloads are refused with codes; older positions dropped; rate limited per courier"
+    )
     func positionValidation() async throws {
         let harness = try await LocationHarness.get()
         let (result, _) = try await harness.scenario("validation")
@@ -221,18 +250,26 @@ struct LocationServiceTests {
         let customer = try await TestAuth.token(uniqueName("customer"), .customer)
         #expect(try await client.get("/v1/tracking/x").status == 401)
         #expect(try await client.get("/v1/tracking/\(UUID())", token: customer).errorCode == "NOT_FOUND")
-        #expect(try await client.post("/v1/tracking/\(UUID())/travel-mode", token: technician, raw: #"{"active":true}"#).errorCode == "NOT_FOUND")
-        #expect(try await client.post("/v1/tracking/\(UUID())/travel-mode", token: technician, raw: #"{"active":"yes"}"#).status == 400)
-        #expect(try await client.post("/v1/tracking/\(UUID())/travel-mode", token: customer, raw: #"{"active":true}"#).status == 403)
+        #expect(
+            try await client.post("/v1/tracking/\(UUID())/travel-mode", token: technician, raw: #"{"active":true}"#)
+                .errorCode == "NOT_FOUND")
+        #expect(
+            try await client.post("/v1/tracking/\(UUID())/travel-mode", token: technician, raw: #"{"active":"yes"}"#)
+                .status == 400)
+        #expect(
+            try await client.post("/v1/tracking/\(UUID())/travel-mode", token: customer, raw: #"{"active":true}"#)
+                .status == 403)
         #expect(try await client.post("/v1/couriers/me/positions", token: technician, raw: "[").status == 400)
     }
 }
 
 @Suite("Location's time limit", .timeLimit(.minutes(3)))
 struct LocationTimeLimitTests {
-    @Test("travel mode switches itself off after the limit (configurable): tracking ends and the technician gets a push")
+    @Test(
+        "travel mode switches itself off after the limit (configurable): tracking ends and the technician gets a push")
     func timeLimit() async throws {
-        let harness = try await LocationHarness.start(brokerPort: 19112, extra: ["TRACKING_MAX_SECONDS": "3", "TRACKING_STALE_AFTER_SECONDS": "60"])
+        let harness = try await LocationHarness.start(
+            brokerPort: 19112, extra: ["TRACKING_MAX_SECONDS": "3", "TRACKING_STALE_AFTER_SECONDS": "60"])
         let (result, _) = try await harness.scenario("time_limit")
         #expect(result["travel_mode_on"]?["body"]?["state"]?.stringValue == "live", "\(result)")
         #expect(result["ended"]?[0]?["message"]?.stringValue == "Live location sharing ended after the time limit.")

@@ -59,7 +59,9 @@ final class FakeLog: Sendable {
         }
     }
 
-    func pushes(to token: String) -> [ReceivedPush] { requests.withLock { $0.filter { $0.path.contains(token) || $0.json.description.contains(token) } } }
+    func pushes(to token: String) -> [ReceivedPush] {
+        requests.withLock { $0.filter { $0.path.contains(token) || $0.json.description.contains(token) } }
+    }
     var all: [ReceivedPush] { requests.withLock { $0 } }
 }
 
@@ -96,7 +98,9 @@ final class FakeFCM: Sendable {
             let form = String(buffer: try await request.body.collect(upTo: 1 << 16))
             var fields: [String: String] = [:]
             for pair in form.split(separator: "&") {
-                let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
+                let parts = pair.split(separator: "=", maxSplits: 1).map {
+                    String($0).removingPercentEncoding ?? String($0)
+                }
                 if parts.count == 2 { fields[parts[0]] = parts[1] }
             }
             struct Assertion: JWTPayload {
@@ -109,12 +113,20 @@ final class FakeFCM: Sendable {
             }
             guard fields["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer", let jwt = fields["assertion"],
                 let claims = try? await keys.verify(jwt, as: Assertion.self)
-            else { return Response(status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: #"{"error":"invalid_grant"}"#))) }
+            else {
+                return Response(
+                    status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: #"{"error":"invalid_grant"}"#)))
+            }
             self.tokenRequests.withLock {
-                $0.append(["iss": claims.iss, "scope": claims.scope, "aud": claims.aud, "lifetime": String(claims.exp - claims.iat)])
+                $0.append([
+                    "iss": claims.iss, "scope": claims.scope, "aud": claims.aud,
+                    "lifetime": String(claims.exp - claims.iat),
+                ])
             }
             let body = #"{"access_token":"\#(self.accessToken)","expires_in":3599,"token_type":"Bearer"}"#
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body)))
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: body)))
         }
         router.post("v1/projects/:project/messages:send") { request, _ -> Response in
             let head = headers(of: request)
@@ -123,22 +135,33 @@ final class FakeFCM: Sendable {
             let token = ((push.json["message"] as? [String: Any])?["token"] as? String) ?? ""
             let attempt = self.log.record(push, token: token)
             guard head["authorization"] == "Bearer \(self.accessToken)" else {
-                return Response(status: .unauthorized, body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"code":401,"status":"UNAUTHENTICATED"}}"#)))
+                return Response(
+                    status: .unauthorized,
+                    body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"code":401,"status":"UNAUTHENTICATED"}}"#)))
             }
             if let (status, retryAfter) = DeviceBehaviour.firstAttempt(token, attempt: attempt) {
                 var fields: HTTPFields = [.contentType: "application/json"]
                 if let retryAfter { fields[.retryAfter] = String(retryAfter) }
-                return Response(status: .init(code: status), headers: fields, body: .init(byteBuffer: ByteBuffer(string: #"{"error":{"code":\#(status),"status":"UNAVAILABLE"}}"#)))
+                return Response(
+                    status: .init(code: status), headers: fields,
+                    body: .init(
+                        byteBuffer: ByteBuffer(string: #"{"error":{"code":\#(status),"status":"UNAVAILABLE"}}"#)))
             }
             if token.hasPrefix("slow-") { try await Task.sleep(for: .seconds(3)) }
             if token.hasPrefix("unregistered-") {
-                let answer = #"{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}"#
-                return Response(status: .notFound, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: answer)))
+                let answer =
+                    #"{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}"#
+                return Response(
+                    status: .notFound, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(string: answer)))
             }
             let answer = #"{"name":"projects/test-project/messages/\#(UUID().uuidString)"}"#
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: answer)))
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: answer)))
         }
-        try await runInBackground(Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port))), port: port)
+        try await runInBackground(
+            Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port))), port: port)
     }
 }
 
@@ -172,20 +195,31 @@ final class FakeAPNs: Sendable {
             let token = try context.parameters.require("token")
             let head = headers(of: request)
             let body = Data(buffer: try await request.body.collect(upTo: 1 << 20))
-            let attempt = self.log.record(ReceivedPush(path: request.uri.path, headers: head, body: body, at: Date()), token: token)
+            let attempt = self.log.record(
+                ReceivedPush(path: request.uri.path, headers: head, body: body, at: Date()), token: token)
             guard let bearer = head["authorization"], bearer.hasPrefix("bearer "),
                 (try? await keys.verify(String(bearer.dropFirst(7)), as: ProviderClaims.self)) != nil
-            else { return Response(status: .forbidden, body: .init(byteBuffer: ByteBuffer(string: #"{"reason":"InvalidProviderToken"}"#))) }
+            else {
+                return Response(
+                    status: .forbidden,
+                    body: .init(byteBuffer: ByteBuffer(string: #"{"reason":"InvalidProviderToken"}"#)))
+            }
             if let (status, retryAfter) = DeviceBehaviour.firstAttempt(token, attempt: attempt) {
                 var fields: HTTPFields = [:]
                 if let retryAfter { fields[.retryAfter] = String(retryAfter) }
-                return Response(status: .init(code: status), headers: fields, body: .init(byteBuffer: ByteBuffer(string: #"{"reason":"ServiceUnavailable"}"#)))
+                return Response(
+                    status: .init(code: status), headers: fields,
+                    body: .init(byteBuffer: ByteBuffer(string: #"{"reason":"ServiceUnavailable"}"#)))
             }
             if token.hasPrefix(APNsTestToken.gone) {
-                return Response(status: .gone, body: .init(byteBuffer: ByteBuffer(string: #"{"reason":"Unregistered","timestamp":1700000000000}"#)))
+                return Response(
+                    status: .gone,
+                    body: .init(byteBuffer: ByteBuffer(string: #"{"reason":"Unregistered","timestamp":1700000000000}"#))
+                )
             }
             if token.hasPrefix(APNsTestToken.bad) {
-                return Response(status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: #"{"reason":"BadDeviceToken"}"#)))
+                return Response(
+                    status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: #"{"reason":"BadDeviceToken"}"#)))
             }
             return Response(status: .ok, headers: [.init("apns-id")!: UUID().uuidString])
         }

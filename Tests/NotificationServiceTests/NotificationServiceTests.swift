@@ -40,7 +40,8 @@ struct NotificationHarness: Sendable {
         try await openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path("fcm.pem")])
         try await openssl(["pkey", "-in", path("fcm.pem"), "-pubout", "-out", path("fcm-public.pem")])
         try await openssl([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", path("tls-key.pem"), "-out", path("tls-cert.pem"), "-days", "1",
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", path("tls-key.pem"), "-out",
+            path("tls-cert.pem"), "-days", "1",
             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
         ])
         let apnsKey = ES256PrivateKey()
@@ -48,13 +49,18 @@ struct NotificationHarness: Sendable {
 
         let fcm = FakeFCM(publicKeyPEM: try String(contentsOfFile: path("fcm-public.pem"), encoding: .utf8))
         try await fcm.start()
-        let apns = FakeAPNs(publicKeyPEM: apnsKey.publicKey.pemRepresentation, certificateFile: path("tls-cert.pem"), keyFile: path("tls-key.pem"))
+        let apns = FakeAPNs(
+            publicKeyPEM: apnsKey.publicKey.pemRepresentation, certificateFile: path("tls-cert.pem"),
+            keyFile: path("tls-key.pem"))
         try await apns.start()
         let account: [String: String] = [
-            "type": "service_account", "project_id": "test-project", "client_email": "push@test-project.iam.gserviceaccount.com",
-            "private_key": try String(contentsOfFile: path("fcm.pem"), encoding: .utf8), "token_uri": "\(fcm.baseURL)/token",
+            "type": "service_account", "project_id": "test-project",
+            "client_email": "push@test-project.iam.gserviceaccount.com",
+            "private_key": try String(contentsOfFile: path("fcm.pem"), encoding: .utf8),
+            "token_uri": "\(fcm.baseURL)/token",
         ]
-        try JSONSerialization.data(withJSONObject: account).write(to: URL(fileURLWithPath: path("service-account.json")))
+        try JSONSerialization.data(withJSONObject: account).write(
+            to: URL(fileURLWithPath: path("service-account.json")))
 
         let broker = TansuBroker(port: 19113)
         try await broker.start()
@@ -62,17 +68,22 @@ struct NotificationHarness: Sendable {
         let client = try await startSuiteService(
             NotificationService.self, schema: schema, brokers: broker.address,
             extra: [
-                "FCM_SERVICE_ACCOUNT_FILE": path("service-account.json"), "FCM_BASE_URL": fcm.baseURL, "APNS_KEY_FILE": path("apns.p8"),
-                "APNS_KEY_ID": apnsKeyId, "APNS_TEAM_ID": apnsTeamId, "APNS_TOPIC": "com.example.delivery", "APNS_BASE_URL": apns.baseURL,
-                "APNS_CA_FILE": path("tls-cert.pem"), "PUSH_RETRY_INITIAL_MS": "100", "PUSH_MAX_ATTEMPTS": "3", "PUSH_TICK_MS": "50",
+                "FCM_SERVICE_ACCOUNT_FILE": path("service-account.json"), "FCM_BASE_URL": fcm.baseURL,
+                "APNS_KEY_FILE": path("apns.p8"),
+                "APNS_KEY_ID": apnsKeyId, "APNS_TEAM_ID": apnsTeamId, "APNS_TOPIC": "com.example.delivery",
+                "APNS_BASE_URL": apns.baseURL,
+                "APNS_CA_FILE": path("tls-cert.pem"), "PUSH_RETRY_INITIAL_MS": "100", "PUSH_MAX_ATTEMPTS": "3",
+                "PUSH_TICK_MS": "50",
                 "PUSH_CONCURRENCY": "8",
             ]
         )
         let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [broker.address], clientId: "push-tests")),
+            configuration: KafkaProducerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [broker.address], clientId: "push-tests")),
             logger: TestInfrastructure.logger("push-tests")
         )
-        return NotificationHarness(client: client, schema: schema, broker: broker, fcm: fcm, apns: apns, producer: producer)
+        return NotificationHarness(
+            client: client, schema: schema, broker: broker, fcm: fcm, apns: apns, producer: producer)
     }
 
     /// A user with the given devices registered; returns the user id and token.
@@ -81,7 +92,8 @@ struct NotificationHarness: Sendable {
         let token = try await TestAuth.token(id, .customer)
         for device in devices {
             let answer = try await client.request(
-                .PUT, "/v1/devices", token: token, body: Data(#"{"platform":"\#(device.platform)","token":"\#(device.token)"}"#.utf8)
+                .PUT, "/v1/devices", token: token,
+                body: Data(#"{"platform":"\#(device.platform)","token":"\#(device.token)"}"#.utf8)
             )
             try #require(answer.status == 200, "\(answer.text)")
         }
@@ -90,12 +102,15 @@ struct NotificationHarness: Sendable {
 
     func push(_ request: PushRequested) async throws {
         let envelope = EventEnvelope(aggregateId: request.userId, payload: request)
-        try await producer.send(topic: Topic.notificationsRequests.rawValue, key: request.userId, value: try ContractCoding.encode(envelope))
+        try await producer.send(
+            topic: Topic.notificationsRequests.rawValue, key: request.userId, value: try ContractCoding.encode(envelope)
+        )
     }
 
     /// The PushSent or PushFailed of `notificationId`.
     func outcome(of notificationId: String, userId: String) async throws -> DecodedEvent? {
-        let events = try await publishedEvents(on: .notificationsEvents, key: userId, brokers: broker.address) { events in
+        let events = try await publishedEvents(on: .notificationsEvents, key: userId, brokers: broker.address) {
+            events in
             events.contains { Self.notificationId(of: $0) == notificationId }
         }
         return events.first { Self.notificationId(of: $0) == notificationId }
@@ -113,8 +128,10 @@ struct NotificationHarness: Sendable {
 
 func request(_ userId: String, id: String = UUID().uuidString, kind: String = "offer") -> PushRequested {
     PushRequested(
-        notificationId: id, userId: userId, kind: kind, title: "New delivery offer", body: "New delivery offer! Earn an estimated ₹65.",
-        data: ["link": "app://offers/o-1", "offerId": "o-1"], priority: .high, collapseKey: "offer-o-1", ttlSeconds: 60, sound: "offer_alert",
+        notificationId: id, userId: userId, kind: kind, title: "New delivery offer",
+        body: "New delivery offer! Earn an estimated ₹65.",
+        data: ["link": "app://offers/o-1", "offerId": "o-1"], priority: .high, collapseKey: "offer-o-1", ttlSeconds: 60,
+        sound: "offer_alert",
         correlationId: "order-1"
     )
 }
@@ -144,7 +161,10 @@ struct NotificationServiceTests {
         #expect(fcmRequest.headers["authorization"] == "Bearer fake-access-token-1")
         let message = try #require(fcmRequest.json["message"] as? [String: Any])
         #expect(message["token"] as? String == android)
-        #expect(message["notification"] as? [String: String] == ["title": "New delivery offer", "body": "New delivery offer! Earn an estimated ₹65."])
+        #expect(
+            message["notification"] as? [String: String] == [
+                "title": "New delivery offer", "body": "New delivery offer! Earn an estimated ₹65.",
+            ])
         #expect(message["data"] as? [String: String] == ["link": "app://offers/o-1", "offerId": "o-1"])
         let androidConfig = try #require(message["android"] as? [String: Any])
         #expect(androidConfig["priority"] as? String == "HIGH")
@@ -162,17 +182,22 @@ struct NotificationServiceTests {
         #expect(abs(expiration - (Date().timeIntervalSince1970 + 60)) < 30)
         let bearer = try #require(apnsRequest.headers["authorization"]?.split(separator: " ").last)
         let header = try #require(bearer.split(separator: ".").first)
-        let headerJSON = try JSONValue.parse(String(decoding: Data(base64URLEncoded: String(header)) ?? Data(), as: UTF8.self))
+        let headerJSON = try JSONValue.parse(
+            String(decoding: Data(base64URLEncoded: String(header)) ?? Data(), as: UTF8.self))
         #expect(headerJSON["alg"]?.stringValue == "ES256")
         #expect(headerJSON["kid"]?.stringValue == NotificationHarness.apnsKeyId)
         let aps = try #require(apnsRequest.json["aps"] as? [String: Any])
-        #expect(aps["alert"] as? [String: String] == ["title": "New delivery offer", "body": "New delivery offer! Earn an estimated ₹65."])
+        #expect(
+            aps["alert"] as? [String: String] == [
+                "title": "New delivery offer", "body": "New delivery offer! Earn an estimated ₹65.",
+            ])
         #expect(aps["sound"] as? String == "offer_alert.caf")
         #expect(apnsRequest.json["link"] as? String == "app://offers/o-1")
 
         let log = try await harness.log(user.id)
         #expect(log["notifications"]?[0]?["status"]?.stringValue == "sent")
-        #expect(log["notifications"]?[0]?["deliveries"]?.arrayValue.map { $0["status"]?.stringValue } == ["sent", "sent"])
+        #expect(
+            log["notifications"]?[0]?["deliveries"]?.arrayValue.map { $0["status"]?.stringValue } == ["sent", "sent"])
     }
 
     @Test("503 and 429 are retried (honouring Retry-After) until sent")
@@ -184,7 +209,9 @@ struct NotificationServiceTests {
         try await harness.push(push)
         try await eventually(timeout: .seconds(30), "both devices sent") {
             let log = try await harness.log(user.id)
-            return log["notifications"]?[0]?["deliveries"]?.arrayValue.allSatisfy { $0["status"]?.stringValue == "sent" } == true
+            return log["notifications"]?[0]?["deliveries"]?.arrayValue.allSatisfy {
+                $0["status"]?.stringValue == "sent"
+            } == true
         }
         #expect(harness.fcm.log.pushes(to: flaky).count == 2)
         let busyAttempts = harness.apns.log.pushes(to: busy)
@@ -208,9 +235,14 @@ struct NotificationServiceTests {
         let outcome = try await harness.outcome(of: push.notificationId, userId: user.id)
         #expect(outcome?.payload(as: PushFailed.self)?.reason == "device token no longer valid")
         let log = try await harness.log(user.id)
-        #expect(log["notifications"]?[0]?["deliveries"]?.arrayValue.map { $0["status"]?.stringValue } == ["token_removed", "token_removed", "token_removed"])
+        #expect(
+            log["notifications"]?[0]?["deliveries"]?.arrayValue.map { $0["status"]?.stringValue } == [
+                "token_removed", "token_removed", "token_removed",
+            ])
         for token in [unregistered, gone, bad] {
-            #expect(try await harness.client.request(.DELETE, "/v1/devices/\(token)", token: user.token).status == 404, "\(token) still registered")
+            #expect(
+                try await harness.client.request(.DELETE, "/v1/devices/\(token)", token: user.token).status == 404,
+                "\(token) still registered")
         }
     }
 
@@ -259,7 +291,8 @@ struct NotificationServiceTests {
         let user = try await harness.user(devices: [("android", device)])
         let topic = Topic.notificationsRequests.rawValue
         try await harness.producer.send(topic: topic, key: user.id, value: Data("not json at all".utf8))
-        let missingFields = #"{"eventId":"\#(UUID())","type":"PushRequested","aggregateId":"\#(user.id)","occurredAt":"2026-11-22T10:00:00Z","schemaVersion":1,"payload":{"userId":"\#(user.id)"}}"#
+        let missingFields =
+            #"{"eventId":"\#(UUID())","type":"PushRequested","aggregateId":"\#(user.id)","occurredAt":"2026-11-22T10:00:00Z","schemaVersion":1,"payload":{"userId":"\#(user.id)"}}"#
         try await harness.producer.send(topic: topic, key: user.id, value: Data(missingFields.utf8))
         let push = request(user.id)
         try await harness.push(push)
@@ -274,9 +307,13 @@ struct NotificationServiceTests {
         let slow = try await harness.user(devices: [("android", slowToken)])
         let quick = try await harness.user(devices: [("android", quickToken)])
         try await harness.push(request(slow.id))
-        try await eventually(timeout: .seconds(20), "the slow push under way") { !harness.fcm.log.pushes(to: slowToken).isEmpty }
+        try await eventually(timeout: .seconds(20), "the slow push under way") {
+            !harness.fcm.log.pushes(to: slowToken).isEmpty
+        }
         try await harness.push(request(quick.id))
-        try await eventually(timeout: .seconds(20), "the quick push sent") { !harness.fcm.log.pushes(to: quickToken).isEmpty }
+        try await eventually(timeout: .seconds(20), "the quick push sent") {
+            !harness.fcm.log.pushes(to: quickToken).isEmpty
+        }
         let slowStarted = try #require(harness.fcm.log.pushes(to: slowToken).first?.at)
         let quickSent = try #require(harness.fcm.log.pushes(to: quickToken).first?.at)
         // The slow call takes 3 s; the quick one went out while it was still under way.
@@ -290,17 +327,24 @@ struct NotificationServiceTests {
         let token = "ok-\(UUID())"
         let first = try await harness.user(devices: [("android", token)])
         let second = try await harness.user(devices: [("android", token)])
-        #expect(try await client.request(.DELETE, "/v1/devices/\(token)", token: first.token).status == 404, "the token moved to the second user")
+        #expect(
+            try await client.request(.DELETE, "/v1/devices/\(token)", token: first.token).status == 404,
+            "the token moved to the second user")
         #expect(try await client.request(.DELETE, "/v1/devices/\(token)", token: second.token).status == 204)
-        let badPlatform = try await client.request(.PUT, "/v1/devices", token: first.token, body: Data(#"{"platform":"windows","token":"x"}"#.utf8))
+        let badPlatform = try await client.request(
+            .PUT, "/v1/devices", token: first.token, body: Data(#"{"platform":"windows","token":"x"}"#.utf8))
         #expect(badPlatform.status == 400)
-        let emptyToken = try await client.request(.PUT, "/v1/devices", token: first.token, body: Data(#"{"platform":"ios","token":"  "}"#.utf8))
+        let emptyToken = try await client.request(
+            .PUT, "/v1/devices", token: first.token, body: Data(#"{"platform":"ios","token":"  "}"#.utf8))
         #expect(emptyToken.errorCode == "VALIDATION_FAILED")
-        #expect(try await client.request(.PUT, "/v1/devices", body: Data(#"{"platform":"ios","token":"x"}"#.utf8)).status == 401)
+        #expect(
+            try await client.request(.PUT, "/v1/devices", body: Data(#"{"platform":"ios","token":"x"}"#.utf8)).status
+                == 401)
         #expect(try await client.get("/v1/notifications?userId=\(first.id)", token: first.token).status == 403)
         let admin = try await TestAuth.token(uniqueName("admin"), .admin)
         #expect(try await client.get("/v1/notifications", token: admin).errorCode == "VALIDATION_FAILED")
-        #expect(try await client.get("/v1/notifications?userId=x&limit=0", token: admin).errorCode == "VALIDATION_FAILED")
+        #expect(
+            try await client.get("/v1/notifications?userId=x&limit=0", token: admin).errorCode == "VALIDATION_FAILED")
         #expect(try await client.get("/v1/notifications?userId=a%00b", token: admin).errorCode == "INVALID_CHARACTER")
         #expect(try await client.get("/v1/notifications?userId=a%20b", token: admin).errorCode == "VALIDATION_FAILED")
     }

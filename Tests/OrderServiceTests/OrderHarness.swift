@@ -47,7 +47,10 @@ final class OrderHarness: Sendable {
     /// Republishes of a stalled pickup saga before it ends failed, in these tests.
     static let sagaMaximumRepublishes = 3
 
-    private init(client: ServiceClient, schema: String, producer: KafkaProducer, tokens: [String], vendorId: String, riderId: String) {
+    private init(
+        client: ServiceClient, schema: String, producer: KafkaProducer, tokens: [String], vendorId: String,
+        riderId: String
+    ) {
         self.client = client
         self.schema = schema
         self.producer = producer
@@ -69,21 +72,29 @@ final class OrderHarness: Sendable {
         let riderId = uniqueName("rider")
         let tokens = [
             try await TestAuth.token(uniqueName("admin"), .admin), try await TestAuth.token(vendorId, .vendor),
-            try await TestAuth.token(uniqueName("customer"), .customer, name: "Asha"), try await TestAuth.token(riderId, .rider, name: "Ravi"),
+            try await TestAuth.token(uniqueName("customer"), .customer, name: "Asha"),
+            try await TestAuth.token(riderId, .rider, name: "Ravi"),
             try await TestAuth.token(uniqueName("rider"), .rider),
         ]
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(
-                client: KafkaClientConfiguration(bootstrapServers: [try TestInfrastructure.kafkaBrokers()], clientId: "order-tests")
+                client: KafkaClientConfiguration(
+                    bootstrapServers: [try TestInfrastructure.kafkaBrokers()], clientId: "order-tests")
             ),
             logger: TestInfrastructure.logger("order-tests")
         )
-        let harness = OrderHarness(client: client, schema: schema, producer: producer, tokens: tokens, vendorId: vendorId, riderId: riderId)
+        let harness = OrderHarness(
+            client: client, schema: schema, producer: producer, tokens: tokens, vendorId: vendorId, riderId: riderId)
         let created = try await client.post(
             "/v1/vendors", token: harness.admin,
-            json: ["id": .string(vendorId), "name": .string("Spice Route"), "address": JSONValue.object(JSONObject([
-                ("line1", .string("12 MG Road")), ("area", .string("Indiranagar")), ("lat", .number("12.97")), ("lng", .number("77.64")),
-            ]))] as [String: JSONValue]
+            json: [
+                "id": .string(vendorId), "name": .string("Spice Route"),
+                "address": JSONValue.object(
+                    JSONObject([
+                        ("line1", .string("12 MG Road")), ("area", .string("Indiranagar")), ("lat", .number("12.97")),
+                        ("lng", .number("77.64")),
+                    ])),
+            ] as [String: JSONValue]
         )
         #expect(created.status == 201, "\(created.text)")
         return harness
@@ -117,9 +128,11 @@ final class OrderHarness: Sendable {
     func acceptOffer(orderId: String, riderId: String, riderName: String = "Ravi") async throws {
         let envelope = EventEnvelope(
             aggregateId: orderId,
-            payload: OfferAccepted(offerId: UUID().uuidString, orderId: orderId, rider: PersonRef(id: riderId, name: riderName))
+            payload: OfferAccepted(
+                offerId: UUID().uuidString, orderId: orderId, rider: PersonRef(id: riderId, name: riderName))
         )
-        try await producer.send(topic: Topic.allocationEvents.rawValue, key: orderId, value: try ContractCoding.encode(envelope))
+        try await producer.send(
+            topic: Topic.allocationEvents.rawValue, key: orderId, value: try ContractCoding.encode(envelope))
     }
 
     func order(_ id: String, token: String? = nil) async throws -> OrderView {
@@ -127,12 +140,16 @@ final class OrderHarness: Sendable {
     }
 
     /// An order that is ready, has `riderId` assigned, and (optionally) the rider's arrival.
-    func readyOrder(arrived: Bool = true, requiresPhotoProof: Bool = false, paymentMode: PaymentMode = .prepaid) async throws -> OrderView {
+    func readyOrder(arrived: Bool = true, requiresPhotoProof: Bool = false, paymentMode: PaymentMode = .prepaid)
+        async throws -> OrderView
+    {
         let order = try await createOrder(paymentMode: paymentMode, requiresPhotoProof: requiresPhotoProof)
         try #require(try await post("/v1/orders/\(order.id)/accept", vendor).status == 200)
         try #require(try await post("/v1/orders/\(order.id)/ready", vendor).status == 200)
         try await acceptOffer(orderId: order.id, riderId: riderId)
-        try await eventually(timeout: .seconds(30), "the rider assigned") { try await self.order(order.id).rider?.id == self.riderId }
+        try await eventually(timeout: .seconds(30), "the rider assigned") {
+            try await self.order(order.id).rider?.id == self.riderId
+        }
         if arrived { try #require(try await post("/v1/orders/\(order.id)/arrived", rider).status == 200) }
         return try await self.order(order.id)
     }

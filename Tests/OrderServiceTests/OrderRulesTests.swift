@@ -11,7 +11,10 @@ struct OrderRulesTests {
     static let otherRider = OrderActor(id: "r2", role: .rider)
     static let admin = OrderActor(id: "a1", role: .admin)
 
-    static func order(_ status: OrderStatus, rider: PersonRef? = nil, arrived: Bool = false, payment: PaymentMode = .prepaid, proof: Bool = false, photo: Bool = false) -> OrderSnapshot {
+    static func order(
+        _ status: OrderStatus, rider: PersonRef? = nil, arrived: Bool = false, payment: PaymentMode = .prepaid,
+        proof: Bool = false, photo: Bool = false
+    ) -> OrderSnapshot {
         OrderSnapshot(
             status: status, customerId: "c1", vendorId: "v1", rider: rider, riderArrived: arrived, paymentMode: payment,
             requiresPhotoProof: proof, hasProofPhoto: photo
@@ -74,10 +77,13 @@ struct OrderRulesTests {
         }
     }
 
-    @Test("rider actions: another rider gets NOT_ASSIGNED_RIDER, other roles FORBIDDEN, and the rider check comes first")
+    @Test(
+        "rider actions: another rider gets NOT_ASSIGNED_RIDER, other roles FORBIDDEN, and the rider check comes first")
     func riderActions() {
         let order = Self.order(.readyForPickup, rider: Self.rider, arrived: true)
-        #expect(throws: OrderRuleViolation.notAssignedRider) { try OrderRules.apply(.pickUp, to: order, by: Self.otherRider) }
+        #expect(throws: OrderRuleViolation.notAssignedRider) {
+            try OrderRules.apply(.pickUp, to: order, by: Self.otherRider)
+        }
         #expect(throws: OrderRuleViolation.forbidden("only the assigned rider may do this")) {
             try OrderRules.apply(.pickUp, to: order, by: Self.vendor)
         }
@@ -85,7 +91,8 @@ struct OrderRulesTests {
             try OrderRules.apply(.pickUp, to: Self.order(.cancelled, rider: Self.rider), by: Self.otherRider)
         }
         #expect(throws: OrderRuleViolation.cancelled) {
-            try OrderRules.apply(.pickUp, to: Self.order(.cancelled, rider: Self.rider, arrived: true), by: Self.assignedRider)
+            try OrderRules.apply(
+                .pickUp, to: Self.order(.cancelled, rider: Self.rider, arrived: true), by: Self.assignedRider)
         }
     }
 
@@ -95,17 +102,22 @@ struct OrderRulesTests {
             try OrderRules.apply(.pickUp, to: Self.order(.readyForPickup, rider: Self.rider), by: Self.assignedRider)
         }
         #expect(throws: OrderRuleViolation.self) {
-            try OrderRules.apply(.arrive, to: Self.order(.readyForPickup, rider: Self.rider, arrived: true), by: Self.assignedRider)
+            try OrderRules.apply(
+                .arrive, to: Self.order(.readyForPickup, rider: Self.rider, arrived: true), by: Self.assignedRider)
         }
     }
 
     @Test("a prepaid order needing photo proof is not delivered without the photo; cash or with a photo it is")
     func photoProof() throws {
         #expect(throws: OrderRuleViolation.proofPhotoRequired) {
-            try OrderRules.apply(.deliver, to: Self.order(.inTransit, rider: Self.rider, proof: true), by: Self.assignedRider)
+            try OrderRules.apply(
+                .deliver, to: Self.order(.inTransit, rider: Self.rider, proof: true), by: Self.assignedRider)
         }
-        _ = try OrderRules.apply(.deliver, to: Self.order(.inTransit, rider: Self.rider, payment: .cash, proof: true), by: Self.assignedRider)
-        _ = try OrderRules.apply(.deliver, to: Self.order(.inTransit, rider: Self.rider, proof: true, photo: true), by: Self.assignedRider)
+        _ = try OrderRules.apply(
+            .deliver, to: Self.order(.inTransit, rider: Self.rider, payment: .cash, proof: true), by: Self.assignedRider
+        )
+        _ = try OrderRules.apply(
+            .deliver, to: Self.order(.inTransit, rider: Self.rider, proof: true, photo: true), by: Self.assignedRider)
     }
 
     @Test("cancelling: the customer and the vendor only before pickup, admins until delivery, others never")
@@ -113,13 +125,18 @@ struct OrderRulesTests {
         _ = try OrderRules.apply(.cancel, to: Self.order(.readyForPickup), by: Self.customer)
         _ = try OrderRules.apply(.cancel, to: Self.order(.readyForPickup), by: Self.vendor)
         for actor in [Self.customer, Self.vendor] {
-            #expect(throws: OrderRuleViolation.stateConflict(current: .inTransit, allowed: [.pendingVendorAcceptance, .preparing, .readyForPickup])) {
+            #expect(
+                throws: OrderRuleViolation.stateConflict(
+                    current: .inTransit, allowed: [.pendingVendorAcceptance, .preparing, .readyForPickup])
+            ) {
                 try OrderRules.apply(.cancel, to: Self.order(.inTransit, rider: Self.rider), by: actor)
             }
         }
         _ = try OrderRules.apply(.cancel, to: Self.order(.inTransit, rider: Self.rider), by: Self.admin)
         for actor in [Self.assignedRider, OrderActor(id: "c2", role: .customer), OrderActor(id: "v2", role: .vendor)] {
-            #expect(throws: OrderRuleViolation.self) { try OrderRules.apply(.cancel, to: Self.order(.preparing), by: actor) }
+            #expect(throws: OrderRuleViolation.self) {
+                try OrderRules.apply(.cancel, to: Self.order(.preparing), by: actor)
+            }
         }
     }
 
@@ -142,12 +159,17 @@ struct ServiceRequestRulesTests {
         var request = ServiceRequestSnapshot(status: .requested, customerId: "c1")
         let admin = OrderActor(id: "a", role: .admin)
         let tech = OrderActor(id: "t1", role: .technician)
-        #expect(throws: ServiceRequestRuleViolation.self) { try ServiceRequestRules.apply(.assign(Self.technician), to: request, by: tech) }
+        #expect(throws: ServiceRequestRuleViolation.self) {
+            try ServiceRequestRules.apply(.assign(Self.technician), to: request, by: tech)
+        }
         request = try ServiceRequestRules.apply(.assign(Self.technician), to: request, by: admin)
         #expect(request.status == .technicianAssigned)
-        #expect(throws: ServiceRequestRuleViolation.self) { try ServiceRequestRules.apply(.advance(to: .workInProgress), to: request, by: tech) }
         #expect(throws: ServiceRequestRuleViolation.self) {
-            try ServiceRequestRules.apply(.advance(to: .onTheWay), to: request, by: OrderActor(id: "t2", role: .technician))
+            try ServiceRequestRules.apply(.advance(to: .workInProgress), to: request, by: tech)
+        }
+        #expect(throws: ServiceRequestRuleViolation.self) {
+            try ServiceRequestRules.apply(
+                .advance(to: .onTheWay), to: request, by: OrderActor(id: "t2", role: .technician))
         }
         for status in [ServiceRequestStatus.onTheWay, .workInProgress, .completed] {
             request = try ServiceRequestRules.apply(.advance(to: status), to: request, by: tech)

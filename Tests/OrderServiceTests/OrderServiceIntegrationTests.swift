@@ -1,15 +1,16 @@
 import Contracts
 import Foundation
 import OrderService
+import PostgresNIO
 import Realtime
 import ServiceKit
-import PostgresNIO
 import TestSupport
 import Testing
 
 @Suite("Order service against Postgres and the broker", .timeLimit(.minutes(3)))
 struct OrderServiceIntegrationTests {
-    @Test("the pickup: one transaction, its event log row, OrderPickedUp and the customer's push on the topics, the saga")
+    @Test(
+        "the pickup: one transaction, its event log row, OrderPickedUp and the customer's push on the topics, the saga")
     func pickup() async throws {
         let harness = try await OrderHarness.get()
         let order = try await harness.readyOrder()
@@ -24,7 +25,11 @@ struct OrderServiceIntegrationTests {
             guard case .array(let entries) = events else { return [] }
             return entries.compactMap { $0["type"]?.stringValue }
         }
-        #expect(types == ["OrderCreated", "OrderAccepted", "OrderReadyForPickup", "RiderAssigned", "RiderArrivedAtStore", "OrderPickedUp"])
+        #expect(
+            types == [
+                "OrderCreated", "OrderAccepted", "OrderReadyForPickup", "RiderAssigned", "RiderArrivedAtStore",
+                "OrderPickedUp",
+            ])
 
         let events = try await publishedEvents(on: .ordersEvents, key: order.id) { events in
             events.contains { $0.header.type == OrderPickedUp.eventType }
@@ -38,12 +43,14 @@ struct OrderServiceIntegrationTests {
         let pushes = try await publishedEvents(on: .notificationsRequests, key: order.customerId) { events in
             events.contains { $0.payload(as: PushRequested.self)?.correlationId == order.id }
         }
-        let push = try #require(pushes.compactMap { $0.payload(as: PushRequested.self) }.first { $0.correlationId == order.id })
+        let push = try #require(
+            pushes.compactMap { $0.payload(as: PushRequested.self) }.first { $0.correlationId == order.id })
         #expect(push.title == "Your order is on the way")
         #expect(push.kind == "order_picked_up")
         #expect(push.data["link"] == "app://orders/\(order.id)/track")
 
-        let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self)
+        let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
+            PickupSagaView.self)
         #expect(saga.orderId == order.id)
         #expect(!saga.completed)
         #expect(try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.customer).status == 403)
@@ -56,15 +63,18 @@ struct OrderServiceIntegrationTests {
                 EventEnvelope(
                     aggregateId: order.customerId,
                     payload: PushSent(
-                        notificationId: push.notificationId, userId: order.customerId, kind: push.kind, correlationId: order.id,
+                        notificationId: push.notificationId, userId: order.customerId, kind: push.kind,
+                        correlationId: order.id,
                         deviceCount: 1, sentAt: Date()
                     )
                 )
             )
         )
         try await eventually(timeout: .seconds(30), "the saga completed") {
-            let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self)
-            return saga.completed && saga.steps.trackingStarted.done && saga.steps.customerNotified.done && saga.steps.vendorUpdated.done
+            let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
+                PickupSagaView.self)
+            return saga.completed && saga.steps.trackingStarted.done && saga.steps.customerNotified.done
+                && saga.steps.vendorUpdated.done
         }
     }
 
@@ -74,13 +84,19 @@ struct OrderServiceIntegrationTests {
         let order = try await harness.readyOrder()
         #expect(try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider).status == 200)
         try await eventually(timeout: .seconds(20), "a republish") {
-            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self).republishCount >= 1
+            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
+                PickupSagaView.self
+            ).republishCount >= 1
         }
-        let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self)
+        let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
+            PickupSagaView.self)
         let events = try await publishedEvents(on: .ordersEvents, key: order.id) { events in
             events.filter { $0.header.type == OrderPickedUp.eventType }.count >= 2
         }
-        let ids = Set(events.filter { $0.header.type == OrderPickedUp.eventType }.map { $0.header.eventId.uuidString.lowercased() })
+        let ids = Set(
+            events.filter { $0.header.type == OrderPickedUp.eventType }.map {
+                $0.header.eventId.uuidString.lowercased()
+            })
         #expect(ids == [saga.pickupEventId])
     }
 
@@ -90,7 +106,8 @@ struct OrderServiceIntegrationTests {
         let order = try await harness.readyOrder()
         #expect(try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider).status == 200)
         func saga() async throws -> PickupSagaView {
-            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self)
+            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
+                PickupSagaView.self)
         }
         try await eventually(timeout: .seconds(40), "the saga failed") { try await saga().status == .failed }
         let failed = try await saga()
@@ -110,7 +127,8 @@ struct OrderServiceIntegrationTests {
         let pushes = try await publishedEvents(on: .notificationsRequests, key: order.customerId) { events in
             events.contains { $0.payload(as: PushRequested.self)?.correlationId == order.id }
         }
-        let push = try #require(pushes.compactMap { $0.payload(as: PushRequested.self) }.first { $0.correlationId == order.id })
+        let push = try #require(
+            pushes.compactMap { $0.payload(as: PushRequested.self) }.first { $0.correlationId == order.id })
         try await harness.publish(
             PushFailed(
                 notificationId: push.notificationId, userId: order.customerId, kind: push.kind, correlationId: order.id,
@@ -118,9 +136,12 @@ struct OrderServiceIntegrationTests {
             aggregateId: order.customerId)
         try await harness.reportTrackingStarted(order)
         try await eventually(timeout: .seconds(30), "the saga failed") {
-            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self).status == .failed
+            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
+                PickupSagaView.self
+            ).status == .failed
         }
-        let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(PickupSagaView.self)
+        let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
+            PickupSagaView.self)
         #expect(saga.failure == "the customer could not be notified: no_devices")
         #expect(saga.steps.trackingStarted.done && saga.steps.vendorUpdated.done && !saga.steps.customerNotified.done)
     }
@@ -142,7 +163,9 @@ struct OrderServiceIntegrationTests {
         #expect(try await harness.order(order.id).status == .readyForPickup)
     }
 
-    @Test("wrong states get 409 naming the current state; a cancelled order ORDER_CANCELLED; pickup before arrival RIDER_NOT_ARRIVED")
+    @Test(
+        "wrong states get 409 naming the current state; a cancelled order ORDER_CANCELLED; pickup before arrival RIDER_NOT_ARRIVED"
+    )
     func wrongStates() async throws {
         let harness = try await OrderHarness.get()
         let fresh = try await harness.createOrder()
@@ -187,7 +210,9 @@ struct OrderServiceIntegrationTests {
         }
     }
 
-    @Test("a retry with the same Idempotency-Key returns the first answer and changes nothing; the key with another request is refused")
+    @Test(
+        "a retry with the same Idempotency-Key returns the first answer and changes nothing; the key with another request is refused"
+    )
     func idempotentRetry() async throws {
         let harness = try await OrderHarness.get()
         let order = try await harness.readyOrder()
@@ -212,7 +237,9 @@ struct OrderServiceIntegrationTests {
         let harness = try await OrderHarness.get()
         _ = try await harness.createOrder()
         try await withTestDatabase(schema: harness.schema, migrations: []) { database in
-            for statement in ["UPDATE order_events SET event_type = 'Forged'", "DELETE FROM order_events", "TRUNCATE order_events"] {
+            for statement in [
+                "UPDATE order_events SET event_type = 'Forged'", "DELETE FROM order_events", "TRUNCATE order_events",
+            ] {
                 await #expect {
                     try await database.client.query(PostgresQueryBuilder.unsafe(statement), logger: database.logger)
                 } throws: { error in
@@ -224,20 +251,36 @@ struct OrderServiceIntegrationTests {
         }
     }
 
-    @Test("bad input gets its 4xx and code: malformed JSON, missing fields, bad ids, unknown ids, wrong roles, no token")
+    @Test(
+        "bad input gets its 4xx and code: malformed JSON, missing fields, bad ids, unknown ids, wrong roles, no token")
     func badInput() async throws {
         let harness = try await OrderHarness.get()
         let client = harness.client
         let cases: [(ServiceClient.Answer, Int, String)] = [
             (try await client.post("/v1/orders", token: harness.customer, raw: "{\"vendorId\":"), 400, "INVALID_JSON"),
-            (try await client.post("/v1/orders", token: harness.customer, raw: "{\"vendorId\":\"x\"}"), 400, "VALIDATION_FAILED"),
-            (try await client.post("/v1/orders", token: harness.customer, raw: "{}", contentType: "text/plain"), 415, "UNSUPPORTED_MEDIA_TYPE"),
             (
-                try await client.post("/v1/orders", token: harness.customer, json: OrderHarness.NewOrder(vendorId: "no-such-vendor")), 422,
+                try await client.post("/v1/orders", token: harness.customer, raw: "{\"vendorId\":\"x\"}"), 400,
                 "VALIDATION_FAILED"
             ),
-            (try await client.post("/v1/orders", token: harness.vendor, json: OrderHarness.NewOrder(vendorId: harness.vendorId)), 403, "FORBIDDEN"),
-            (try await client.post("/v1/orders", json: OrderHarness.NewOrder(vendorId: harness.vendorId)), 401, "UNAUTHORIZED"),
+            (
+                try await client.post("/v1/orders", token: harness.customer, raw: "{}", contentType: "text/plain"), 415,
+                "UNSUPPORTED_MEDIA_TYPE"
+            ),
+            (
+                try await client.post(
+                    "/v1/orders", token: harness.customer, json: OrderHarness.NewOrder(vendorId: "no-such-vendor")),
+                422,
+                "VALIDATION_FAILED"
+            ),
+            (
+                try await client.post(
+                    "/v1/orders", token: harness.vendor, json: OrderHarness.NewOrder(vendorId: harness.vendorId)), 403,
+                "FORBIDDEN"
+            ),
+            (
+                try await client.post("/v1/orders", json: OrderHarness.NewOrder(vendorId: harness.vendorId)), 401,
+                "UNAUTHORIZED"
+            ),
             (try await client.get("/v1/orders/not-a-uuid", token: harness.admin), 400, "BAD_REQUEST"),
             (try await client.get("/v1/orders/\(UUID().uuidString)", token: harness.admin), 404, "NOT_FOUND"),
             (try await harness.post("/v1/orders/\(UUID().uuidString)/pickup", harness.rider), 404, "NOT_FOUND"),
@@ -303,12 +346,14 @@ struct OrderServiceIntegrationTests {
         #expect(refused.status == 422)
         #expect(refused.errorCode == "PROOF_PHOTO_REQUIRED")
         let notImage = try await harness.client.request(
-            .POST, "/v1/orders/\(order.id)/proof-photo", token: harness.rider, body: Data("hello".utf8), contentType: "image/png"
+            .POST, "/v1/orders/\(order.id)/proof-photo", token: harness.rider, body: Data("hello".utf8),
+            contentType: "image/png"
         )
         #expect(notImage.status == 415)
         let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + [UInt8](repeating: 7, count: 100))
         let tooLarge = try await harness.client.request(
-            .POST, "/v1/orders/\(order.id)/proof-photo", token: harness.rider, body: png + Data(count: 70_000), contentType: "image/png"
+            .POST, "/v1/orders/\(order.id)/proof-photo", token: harness.rider, body: png + Data(count: 70_000),
+            contentType: "image/png"
         )
         #expect(tooLarge.status == 413)
         let otherRider = try await harness.client.request(
@@ -334,7 +379,9 @@ struct OrderServiceIntegrationTests {
         #expect(try await harness.post("/v1/orders/\(cash.id)/deliver", harness.rider).status == 200)
     }
 
-    @Test("an accepted offer for a cancelled order is refused so Allocation can release the rider; re-assignment moves the order")
+    @Test(
+        "an accepted offer for a cancelled order is refused so Allocation can release the rider; re-assignment moves the order"
+    )
     func assignments() async throws {
         let harness = try await OrderHarness.get()
         let cancelled = try await harness.createOrder()
@@ -344,7 +391,8 @@ struct OrderServiceIntegrationTests {
         let refusals = try await publishedEvents(on: .ordersEvents, key: cancelled.id) { events in
             events.contains { $0.payload(as: RiderAssignmentRefused.self)?.orderStatus == "Cancelled" }
         }
-        let refusal = try #require(refusals.compactMap { $0.payload(as: RiderAssignmentRefused.self) }.first { $0.orderStatus == "Cancelled" })
+        let refusal = try #require(
+            refusals.compactMap { $0.payload(as: RiderAssignmentRefused.self) }.first { $0.orderStatus == "Cancelled" })
         #expect(refusal.orderStatus == "Cancelled")
         #expect(refusal.riderId == harness.riderId)
         #expect(try await harness.order(cancelled.id).rider == nil)
@@ -352,10 +400,13 @@ struct OrderServiceIntegrationTests {
         let order = try await harness.readyOrder(arrived: true)
         let newRider = uniqueName("rider")
         try await harness.acceptOffer(orderId: order.id, riderId: newRider, riderName: "Ria")
-        try await eventually(timeout: .seconds(30), "the re-assignment") { try await harness.order(order.id).rider?.id == newRider }
+        try await eventually(timeout: .seconds(30), "the re-assignment") {
+            try await harness.order(order.id).rider?.id == newRider
+        }
         let reassigned = try await harness.order(order.id)
         #expect(reassigned.riderArrivedAt == nil)
-        #expect(try await harness.post("/v1/orders/\(order.id)/arrived", harness.rider).errorCode == "NOT_ASSIGNED_RIDER")
+        #expect(
+            try await harness.post("/v1/orders/\(order.id)/arrived", harness.rider).errorCode == "NOT_ASSIGNED_RIDER")
         let log = try await harness.client.get("/v1/orders/\(order.id)/events", token: harness.admin).text
         #expect(log.contains("\"RiderReassigned\""))
     }
@@ -367,24 +418,40 @@ struct OrderServiceIntegrationTests {
         let technician = try await TestAuth.token(technicianId, .technician, name: "Tara")
         let created = try await harness.client.post(
             "/v1/service-requests", token: harness.customer,
-            raw: #"{"serviceAddress":{"line1":"4 Lake View","area":"Koramangala","lat":12.93,"lng":77.62},"description":"AC not cooling"}"#
+            raw:
+                #"{"serviceAddress":{"line1":"4 Lake View","area":"Koramangala","lat":12.93,"lng":77.62},"description":"AC not cooling"}"#
         )
         #expect(created.status == 201, "\(created.text)")
         let request = try created.decode(ServiceRequestView.self)
         #expect(request.status == .requested)
         let assign = #"{"technicianId":"\#(technicianId)","technicianName":"Tara"}"#
-        #expect(try await harness.client.post("/v1/service-requests/\(request.id)/assign", token: harness.customer, raw: assign).status == 403)
-        #expect(try await harness.client.post("/v1/service-requests/\(request.id)/assign", token: harness.admin, raw: assign).status == 200)
-        let skip = try await harness.client.post("/v1/service-requests/\(request.id)/status", token: technician, raw: #"{"status":"Completed"}"#)
+        #expect(
+            try await harness.client.post(
+                "/v1/service-requests/\(request.id)/assign", token: harness.customer, raw: assign
+            ).status == 403)
+        #expect(
+            try await harness.client.post(
+                "/v1/service-requests/\(request.id)/assign", token: harness.admin, raw: assign
+            ).status == 200)
+        let skip = try await harness.client.post(
+            "/v1/service-requests/\(request.id)/status", token: technician, raw: #"{"status":"Completed"}"#)
         #expect(skip.status == 409)
         #expect(skip.errorCode == "SERVICE_REQUEST_STATE_CONFLICT")
-        #expect(try await harness.client.post("/v1/service-requests/\(request.id)/status", token: harness.otherRider, raw: #"{"status":"OnTheWay"}"#).status == 403)
+        #expect(
+            try await harness.client.post(
+                "/v1/service-requests/\(request.id)/status", token: harness.otherRider, raw: #"{"status":"OnTheWay"}"#
+            ).status == 403)
         for status in ["OnTheWay", "WorkInProgress", "Completed"] {
-            let answer = try await harness.client.post("/v1/service-requests/\(request.id)/status", token: technician, raw: #"{"status":"\#(status)"}"#)
+            let answer = try await harness.client.post(
+                "/v1/service-requests/\(request.id)/status", token: technician, raw: #"{"status":"\#(status)"}"#)
             #expect(answer.status == 200, "\(status): \(answer.text)")
         }
-        #expect(try await harness.client.get("/v1/service-requests/\(request.id)", token: technician).decode(ServiceRequestView.self).status == .completed)
-        #expect(try await harness.client.get("/v1/service-requests/\(request.id)", token: harness.otherRider).status == 403)
+        #expect(
+            try await harness.client.get("/v1/service-requests/\(request.id)", token: technician).decode(
+                ServiceRequestView.self
+            ).status == .completed)
+        #expect(
+            try await harness.client.get("/v1/service-requests/\(request.id)", token: harness.otherRider).status == 403)
         let events = try await publishedEvents(on: .ordersEvents, key: request.id) { events in
             events.compactMap { $0.payload(as: ServiceRequestStatusChanged.self) }.contains { $0.status == .completed }
         }
@@ -395,7 +462,8 @@ struct OrderServiceIntegrationTests {
     func liveStream() async throws {
         let harness = try await OrderHarness.get()
         let order = try await harness.readyOrder()
-        let url = "ws://127.0.0.1:\(harness.client.baseURL.split(separator: ":").last!)/socket.io/?EIO=4&transport=websocket"
+        let url =
+            "ws://127.0.0.1:\(harness.client.baseURL.split(separator: ":").last!)/socket.io/?EIO=4&transport=websocket"
         try await withTestWebSocket(url) { socket in
             _ = try await socket.next()
             socket.send(#"40/orders,{"token":"\#(harness.vendor)"}"#)
@@ -404,7 +472,9 @@ struct OrderServiceIntegrationTests {
             try await Task.sleep(for: .seconds(4))
             #expect(try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider).status == 200)
             while true {
-                guard case .text(let text) = try await socket.next(timeout: .seconds(20)) else { throw ProtocolError("closed") }
+                guard case .text(let text) = try await socket.next(timeout: .seconds(20)) else {
+                    throw ProtocolError("closed")
+                }
                 if text.contains(order.id), text.contains("OrderPickedUp") {
                     #expect(text.hasPrefix(#"42/orders,["order_update","#))
                     #expect(text.contains(#""status":"InTransit""#))

@@ -5,7 +5,8 @@ import Testing
 /// Every service's OpenAPI document is valid OpenAPI 3 (checked by openapi-spec-validator from PyPI).
 @Suite("OpenAPI documents")
 struct OpenAPIDocumentTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     static var documents: [String] {
         let services = root.appendingPathComponent("Services")

@@ -246,7 +246,9 @@ struct OutboxInboxTests {
                         "SELECT attempts FROM outbox_dead_letters WHERE message_key = \(held)", as: Int.self)
                         == OutboxRelay.permanentFailureAttempts
                 }
-                #expect(try await database.scalar("SELECT count(*) FROM outbox WHERE length(payload) > 900000", as: Int.self) == 0)
+                #expect(
+                    try await database.scalar(
+                        "SELECT count(*) FROM outbox WHERE length(payload) > 900000", as: Int.self) == 0)
 
                 // Its key is held, so the aggregate's later event keeps its place; other aggregates still flow.
                 let later = uniqueName("order")
@@ -260,7 +262,8 @@ struct OutboxInboxTests {
                 }
                 #expect(
                     try await database.scalar(
-                        "SELECT count(*) FROM outbox WHERE message_key = \(held) AND published_at IS NULL", as: Int.self)
+                        "SELECT count(*) FROM outbox WHERE message_key = \(held) AND published_at IS NULL", as: Int.self
+                    )
                         == 1)
                 let ready = try await client.get("/ready")
                 #expect(ready.status == 200)
@@ -277,7 +280,8 @@ struct OutboxInboxTests {
                         "SELECT count(*) FROM outbox WHERE message_key = \(held) AND published_at IS NOT NULL",
                         as: Int.self) == 1
                 }
-                let again = try JSONDecoder().decode(HealthRoutes.ReadyBody.self, from: try await client.get("/ready").body)
+                let again = try JSONDecoder().decode(
+                    HealthRoutes.ReadyBody.self, from: try await client.get("/ready").body)
                 #expect(again.status == "ready")
             }
         }

@@ -28,7 +28,8 @@ package struct ServiceClient: Sendable {
     }
 
     package func request(
-        _ method: HTTPMethod, _ path: String, token: String? = nil, body: Data? = nil, contentType: String? = "application/json",
+        _ method: HTTPMethod, _ path: String, token: String? = nil, body: Data? = nil,
+        contentType: String? = "application/json",
         headers extra: [String: String] = [:]
     ) async throws -> Answer {
         var request = HTTPClientRequest(url: baseURL + path)
@@ -51,12 +52,17 @@ package struct ServiceClient: Sendable {
     }
 
     /// POSTs `body` encoded as JSON (ISO-8601 dates).
-    package func post(_ path: String, token: String? = nil, json body: some Encodable, headers: [String: String] = [:]) async throws -> Answer {
+    package func post(_ path: String, token: String? = nil, json body: some Encodable, headers: [String: String] = [:])
+        async throws -> Answer
+    {
         try await request(.POST, path, token: token, body: try ContractCoding.encode(body), headers: headers)
     }
 
     /// POSTs raw text as the body.
-    package func post(_ path: String, token: String? = nil, raw: String, contentType: String? = "application/json", headers: [String: String] = [:]) async throws -> Answer {
+    package func post(
+        _ path: String, token: String? = nil, raw: String, contentType: String? = "application/json",
+        headers: [String: String] = [:]
+    ) async throws -> Answer {
         try await request(.POST, path, token: token, body: Data(raw.utf8), contentType: contentType, headers: headers)
     }
 }

@@ -38,10 +38,13 @@ package func startSuiteService<Service: ServiceDefinition>(
         configuration: try Service.configuration(environment: environment), environment: environment,
         logger: TestInfrastructure.logger(Service.name)
     )
-    let group = ServiceGroup(configuration: .init(services: app.services, gracefulShutdownSignals: [], logger: app.logger))
+    let group = ServiceGroup(
+        configuration: .init(services: app.services, gracefulShutdownSignals: [], logger: app.logger))
     Task { try await group.run() }
     let client = ServiceClient(port: app.port)
-    try await eventually(timeout: .seconds(30), "\(Service.name) ready") { (try? await client.get("/ready").status) == 200 }
+    try await eventually(timeout: .seconds(30), "\(Service.name) ready") {
+        (try? await client.get("/ready").status) == 200
+    }
     try await Task.sleep(for: .seconds(4))
     return client
 }
@@ -54,7 +57,9 @@ package struct ScenarioFailed: Error, CustomStringConvertible {
 
 /// Runs the python scenario `script` (next to the calling test file) with `arguments`; returns the last JSON
 /// object line it printed.
-package func runPythonScenario(_ script: String, _ arguments: [String], callerFile: String = #filePath) async throws -> JSONValue {
+package func runPythonScenario(_ script: String, _ arguments: [String], callerFile: String = #filePath) async throws
+    -> JSONValue
+{
     let path = URL(fileURLWithPath: callerFile).deletingLastPathComponent().appendingPathComponent(script).path
     let process = try ChildProcess(executable: try TestInfrastructure.python(), arguments: [path] + arguments)
     let status = await process.exitStatus()
@@ -71,7 +76,8 @@ package func publishedEvents(
 ) async throws -> [DecodedEvent] {
     let consumer = try KafkaConsumer(
         configuration: KafkaConsumerConfiguration(
-            client: KafkaClientConfiguration(bootstrapServers: [try brokers ?? TestInfrastructure.kafkaBrokers()], clientId: "test-reader"),
+            client: KafkaClientConfiguration(
+                bootstrapServers: [try brokers ?? TestInfrastructure.kafkaBrokers()], clientId: "test-reader"),
             groupId: uniqueName("reader")
         ),
         topics: [topic.rawValue], logger: TestInfrastructure.logger("test-reader")

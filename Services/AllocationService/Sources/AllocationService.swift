@@ -42,7 +42,9 @@ package enum AllocationService: ServiceDefinition {
         }
         platform.addConsumer(name: "allocation-positions", topics: [.couriersPositions]) {
             (event: DecodedEvent, connection: PostgresConnection) async throws in
-            if let position = event.payload(as: PositionUpdated.self) { try await workflow.moved(position, on: connection) }
+            if let position = event.payload(as: PositionUpdated.self) {
+                try await workflow.moved(position, on: connection)
+            }
         }
         // Fires offer deadlines, skips unreachable riders and retries orders nobody took; the deadlines are rows,
         // so they fire after a restart too.
@@ -95,14 +97,17 @@ struct RiderNotifier: Sendable {
     /// A rider (re)connecting sees their pending offer again.
     func resendPendingOffer(to socket: SocketIOSocket) async {
         guard let riderId = socket.identity?.userId,
-            let offer = try? await database.withConnection({ try await workflow.pendingOffer(riderId: riderId, on: $0) })
+            let offer = try? await database.withConnection({ try await workflow.pendingOffer(riderId: riderId, on: $0) }
+            )
         else { return }
         socket.emit("offer", offer)
     }
 
     func received(_ receipt: OfferReceipt, from socket: SocketIOSocket) async throws -> OfferView {
         guard let riderId = socket.identity?.userId else { throw APIError.unauthorized("not signed in") }
-        guard let offerId = UUID(uuidString: receipt.offerId) else { throw APIError.validation("'offerId' is not an offer id") }
+        guard let offerId = UUID(uuidString: receipt.offerId) else {
+            throw APIError.validation("'offerId' is not an offer id")
+        }
         return try await database.transaction { try await workflow.received(offerId, riderId: riderId, on: $0) }
     }
 }

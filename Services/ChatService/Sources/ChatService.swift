@@ -27,12 +27,19 @@ package enum ChatService: ServiceDefinition {
         namespace.requireToken(platform.verifier, roles: [.customer, .rider, .admin])
         namespace.rateLimit = settings.rateLimit
         let handlers = ChatHandlers(
-            database: platform.database, store: store, outbox: platform.outbox, namespace: namespace, settings: settings,
+            database: platform.database, store: store, outbox: platform.outbox, namespace: namespace,
+            settings: settings,
             instanceId: realtime.socketIO.instanceId, delivered: RecentIds(), logger: platform.logger
         )
-        namespace.on("join", ChatHandlers.JoinRequest.self) { socket, request in try await handlers.join(socket, request) }
-        namespace.on("leave", ChatHandlers.JoinRequest.self) { socket, request in try await handlers.leave(socket, request) }
-        namespace.on("message", ChatHandlers.SendRequest.self) { socket, request in try await handlers.send(socket, request) }
+        namespace.on("join", ChatHandlers.JoinRequest.self) { socket, request in
+            try await handlers.join(socket, request)
+        }
+        namespace.on("leave", ChatHandlers.JoinRequest.self) { socket, request in
+            try await handlers.leave(socket, request)
+        }
+        namespace.on("message", ChatHandlers.SendRequest.self) { socket, request in
+            try await handlers.send(socket, request)
+        }
         let database = platform.database
         namespace.onDisconnect { socket, _ in
             try? await database.withConnection { try await store.leave(socketId: socket.id, on: $0) }
@@ -41,8 +48,12 @@ package enum ChatService: ServiceDefinition {
         platform.addConsumer(name: "chat-rooms", topics: [.ordersEvents]) { event, connection in
             try await handlers.project(event, on: connection)
         }
-        platform.addStreamConsumer(name: "chat-fanout", topics: [.chatMessages]) { event in try await handlers.fanOut(event) }
-        platform.addStreamConsumer(name: "chat-access", topics: [.ordersEvents]) { event in try await handlers.revoke(event) }
+        platform.addStreamConsumer(name: "chat-fanout", topics: [.chatMessages]) { event in
+            try await handlers.fanOut(event)
+        }
+        platform.addStreamConsumer(name: "chat-access", topics: [.ordersEvents]) { event in
+            try await handlers.revoke(event)
+        }
         // Keeps this instance's presence rows fresh and drops those of instances that went away.
         let instanceId = realtime.socketIO.instanceId
         platform.addPeriodicJob(every: settings.presenceFreshness / 3, failure: "could not refresh chat presence") {
@@ -74,9 +85,11 @@ package struct ChatSettings: Sendable {
         )
         if let path = environment.optional("CHAT_QUICK_REPLIES_FILE") {
             do {
-                quickReplies = try ContractCoding.decode(QuickReplies.self, from: try Data(contentsOf: URL(fileURLWithPath: path)))
+                quickReplies = try ContractCoding.decode(
+                    QuickReplies.self, from: try Data(contentsOf: URL(fileURLWithPath: path)))
             } catch {
-                throw ConfigurationError(variable: "CHAT_QUICK_REPLIES_FILE", problem: "\(path) is not a quick-replies JSON file: \(error)")
+                throw ConfigurationError(
+                    variable: "CHAT_QUICK_REPLIES_FILE", problem: "\(path) is not a quick-replies JSON file: \(error)")
             }
         } else {
             quickReplies = .standard

@@ -26,7 +26,8 @@ package enum LocationService: ServiceDefinition {
         tracking.requireToken(platform.verifier, roles: [.customer, .rider, .technician])
         let eta = EtaCoordinator(provider: etaProvider(settings), settings: settings, logger: platform.logger)
         let hub = TrackingHub(
-            settings: settings, database: platform.database, engine: engine, namespace: tracking, eta: eta, producer: platform.producer,
+            settings: settings, database: platform.database, engine: engine, namespace: tracking, eta: eta,
+            producer: platform.producer,
             logger: platform.logger
         )
         tracking.on("track", JobRequest.self) { socket, request in try await hub.watch(socket, jobId: request.jobId) }
@@ -61,7 +62,8 @@ package enum LocationService: ServiceDefinition {
         case (.osrm, let url?):
             return OSRMEtaProvider(baseURL: url, timeout: settings.providerTimeout)
         case (.azure, let url?):
-            return AzureMapsEtaProvider(baseURL: url, subscriptionKey: settings.azureMapsKey ?? "", timeout: settings.providerTimeout)
+            return AzureMapsEtaProvider(
+                baseURL: url, subscriptionKey: settings.azureMapsKey ?? "", timeout: settings.providerTimeout)
         default:
             return EstimatingEtaProvider(roadFactor: settings.roadFactor, defaultSpeedMps: settings.defaultSpeedMps)
         }

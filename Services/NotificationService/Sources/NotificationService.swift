@@ -23,12 +23,15 @@ package enum NotificationService: ServiceDefinition {
         let providers = try await settings.providers(logger: platform.logger)
         platform.logger.info(
             "push providers",
-            metadata: ["push.android": "\(providers[.android]?.name ?? "-")", "push.ios": "\(providers[.ios]?.name ?? "-")"]
+            metadata: [
+                "push.android": "\(providers[.android]?.name ?? "-")", "push.ios": "\(providers[.ios]?.name ?? "-")",
+            ]
         )
         let store = NotificationStore(settings: settings, outbox: platform.outbox, logger: platform.logger)
         let database = platform.database
         let dispatcher = PushDispatcher(
-            store: store, database: database, providers: providers, concurrency: settings.concurrency, logger: platform.logger
+            store: store, database: database, providers: providers, concurrency: settings.concurrency,
+            logger: platform.logger
         )
         platform.addService(dispatcher)
         platform.addConsumerWithFollowUp(name: "notification-requests", topics: [.notificationsRequests]) {
@@ -40,7 +43,8 @@ package enum NotificationService: ServiceDefinition {
         }
         // Retries whose time came, and deliveries whose instance went away mid-attempt.
         platform.addPeriodicJob(every: settings.tick, failure: "could not look for due pushes") {
-            dispatcher.enqueue(try await database.withConnection { try await store.due(limit: settings.concurrency * 4, on: $0) })
+            dispatcher.enqueue(
+                try await database.withConnection { try await store.due(limit: settings.concurrency * 4, on: $0) })
         }
 
         let router = platform.makeRouter()

@@ -36,14 +36,17 @@ package enum OrderService: ServiceDefinition {
             }
         }
         let stream = OrderStream(namespace: orders, sagas: sagas, logger: platform.logger)
-        platform.addStreamConsumer(name: "orders-stream", topics: [.ordersEvents]) { event in try await stream.handle(event) }
+        platform.addStreamConsumer(name: "orders-stream", topics: [.ordersEvents]) { event in
+            try await stream.handle(event)
+        }
 
         let assignments = RiderAssignmentConsumer(workflow: workflow, store: store)
         platform.addConsumer(name: "rider-assignments", topics: [.allocationEvents]) { event, connection in
             try await assignments.handle(event, on: connection)
         }
         let sagaReports = PickupSagaConsumer(sagas: sagas)
-        platform.addConsumer(name: "pickup-saga", topics: [.trackingEvents, .notificationsEvents]) { event, connection in
+        platform.addConsumer(name: "pickup-saga", topics: [.trackingEvents, .notificationsEvents]) {
+            event, connection in
             try await sagaReports.handle(event, on: connection)
         }
         // Republishes stalled pickup-saga steps.
@@ -54,7 +57,8 @@ package enum OrderService: ServiceDefinition {
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)
-        OrderRoutes(database: platform.database, store: store, workflow: workflow, sagas: sagas, settings: settings).register(on: api)
+        OrderRoutes(database: platform.database, store: store, workflow: workflow, sagas: sagas, settings: settings)
+            .register(on: api)
         ServiceRequestRoutes(database: platform.database, store: store).register(on: api)
         return platform.makeApplication(router: router, realtime: realtime)
     }
@@ -75,7 +79,8 @@ package struct OrderServiceSettings: Sendable {
     package init(environment: ServiceEnvironment) throws(ConfigurationError) {
         proofPhotoMaxBytes = try environment.int("PROOF_PHOTO_MAX_BYTES", default: 5 << 20, in: 1_024...(50 << 20))
         sagaStepTimeout = try environment.seconds("SAGA_STEP_TIMEOUT_SECONDS", default: .seconds(30), in: 1...86_400)
-        sagaCheckInterval = try environment.milliseconds("SAGA_CHECK_INTERVAL_MS", default: .seconds(5), in: 100...3_600_000)
+        sagaCheckInterval = try environment.milliseconds(
+            "SAGA_CHECK_INTERVAL_MS", default: .seconds(5), in: 100...3_600_000)
         sagaMaximumRepublishes = try environment.int("SAGA_MAX_REPUBLISHES", default: 10, in: 0...1000)
     }
 }

@@ -20,7 +20,9 @@ extension GeoPoint {
         let radians = Double.pi / 180
         let dLat = (other.lat - lat) * radians
         let dLng = (other.lng - lng) * radians
-        let h = sin(dLat / 2) * sin(dLat / 2) + cos(lat * radians) * cos(other.lat * radians) * sin(dLng / 2) * sin(dLng / 2)
+        let h =
+            sin(dLat / 2) * sin(dLat / 2) + cos(lat * radians) * cos(other.lat * radians) * sin(dLng / 2)
+            * sin(dLng / 2)
         return 2 * Self.earthRadiusMeters * asin(min(1, sqrt(h)))
     }
 }

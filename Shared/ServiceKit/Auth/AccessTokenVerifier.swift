@@ -131,7 +131,10 @@ package struct AccessTokenVerifier: Sendable {
                     "the token names no known role (role or cognito:groups: customer, rider, vendor, admin, technician)"
             )
         }
-        return (Identity(userId: subject, role: role, name: claims.name), claims.exp.value.addingTimeInterval(leeway.timeInterval))
+        return (
+            Identity(userId: subject, role: role, name: claims.name),
+            claims.exp.value.addingTimeInterval(leeway.timeInterval)
+        )
     }
 
     /// `exp` must be after now, `nbf` (if present) and `iat` (if present) not after now, each give or take ``leeway``.

@@ -79,7 +79,8 @@ package final class EventConsumer: Service, Sendable {
                 // only means a redelivery, so the broker's answer is not waited for.
                 try await consumer.commit(message, waitForBroker: false)
             } catch {
-                logger.warning("offset commit failed; the message may be delivered again", metadata: ["error": "\(error)"])
+                logger.warning(
+                    "offset commit failed; the message may be delivered again", metadata: ["error": "\(error)"])
             }
         }
     }
@@ -142,7 +143,9 @@ package final class EventConsumer: Service, Sendable {
                 return nil
             }
         case .transactionalWithFollowUp(let database, let handler):
-            let followUp = try await applyOnce(event, database: database) { connection in try await handler(event, connection) }
+            let followUp = try await applyOnce(event, database: database) { connection in
+                try await handler(event, connection)
+            }
             await followUp?()
         }
     }
@@ -154,7 +157,8 @@ package final class EventConsumer: Service, Sendable {
         try await database.transaction { connection in
             guard
                 try await Inbox.claim(
-                    eventId: event.header.eventId, eventType: event.header.type, consumer: name, on: connection, logger: logger
+                    eventId: event.header.eventId, eventType: event.header.type, consumer: name, on: connection,
+                    logger: logger
                 )
             else {
                 logger.debug("duplicate event skipped", metadata: ["event.id": "\(event.header.eventId)"])

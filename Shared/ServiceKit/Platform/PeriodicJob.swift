@@ -9,7 +9,9 @@ package struct PeriodicJob: Service {
     let logger: Logger
     let work: @Sendable () async throws -> Void
 
-    package init(every interval: Duration, failure: String, logger: Logger, _ work: @escaping @Sendable () async throws -> Void) {
+    package init(
+        every interval: Duration, failure: String, logger: Logger, _ work: @escaping @Sendable () async throws -> Void
+    ) {
         self.interval = interval
         self.failure = failure
         self.logger = logger
@@ -32,7 +34,9 @@ package struct PeriodicJob: Service {
 
 extension ServicePlatform {
     /// Adds a ``PeriodicJob`` to the platform's services.
-    package mutating func addPeriodicJob(every interval: Duration, failure: String, _ work: @escaping @Sendable () async throws -> Void) {
+    package mutating func addPeriodicJob(
+        every interval: Duration, failure: String, _ work: @escaping @Sendable () async throws -> Void
+    ) {
         addService(PeriodicJob(every: interval, failure: failure, logger: logger, work))
     }
 }

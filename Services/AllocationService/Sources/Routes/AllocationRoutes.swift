@@ -26,7 +26,8 @@ struct AllocationRoutes: Sendable {
             let (input, _) = try await request.decodeJSON(Availability.self, context: context)
             let rider = PersonRef(id: identity.userId, name: identity.name ?? "Rider")
             let (view, notices) = try await database.transaction { connection in
-                try await workflow.setAvailability(rider: rider, online: input.status == .online, location: input.location, on: connection)
+                try await workflow.setAvailability(
+                    rider: rider, online: input.status == .online, location: input.location, on: connection)
             }
             await notifier.after(notices)
             return view
@@ -37,7 +38,11 @@ struct AllocationRoutes: Sendable {
         }
         api.get("riders/me/offer") { _, context in
             let identity = try context.requireIdentity(.rider)
-            guard let offer = try await database.withConnection({ try await workflow.pendingOffer(riderId: identity.userId, on: $0) }) else {
+            guard
+                let offer = try await database.withConnection({
+                    try await workflow.pendingOffer(riderId: identity.userId, on: $0)
+                })
+            else {
                 throw APIError.notFound("no pending offer", code: .noActiveOffer)
             }
             return offer
@@ -46,14 +51,18 @@ struct AllocationRoutes: Sendable {
             let (identity, offerId) = try rider(context)
             let body = try await request.collectBody(upTo: 16 * 1024)
             let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
-            return try await database.idempotentTransaction(idempotency) { try await workflow.received(offerId, riderId: identity.userId, on: $0) }
+            return try await database.idempotentTransaction(idempotency) {
+                try await workflow.received(offerId, riderId: identity.userId, on: $0)
+            }
         }
         api.post("offers/:id/accept") { request, context in
             let (identity, offerId) = try rider(context)
             let body = try await request.collectBody(upTo: 16 * 1024)
             let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
             let rider = PersonRef(id: identity.userId, name: identity.name ?? "Rider")
-            return try await database.idempotentTransaction(idempotency) { try await workflow.accept(offerId, rider: rider, on: $0) }
+            return try await database.idempotentTransaction(idempotency) {
+                try await workflow.accept(offerId, rider: rider, on: $0)
+            }
         }
         api.post("offers/:id/reject") { request, context in
             let (identity, offerId) = try rider(context)

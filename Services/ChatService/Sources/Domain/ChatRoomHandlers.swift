@@ -56,7 +56,9 @@ package struct ChatHandlers: Sendable {
             throw APIError.conflict(.chatNotAvailable, "chat opens once a rider is assigned")
         }
         let access = room.access(for: identity.userId, role: identity.role)
-        guard access != .none else { throw APIError.forbidden("only the order's customer and its current rider may chat") }
+        guard access != .none else {
+            throw APIError.forbidden("only the order's customer and its current rider may chat")
+        }
         if room.status == .waitingForRider, identity.role != .admin {
             throw APIError.conflict(.chatNotAvailable, "chat opens once a rider is assigned")
         }
@@ -68,8 +70,10 @@ package struct ChatHandlers: Sendable {
         let orderId = try Validate.identifier(request.orderId, "orderId")
         let reply = try await database.transaction { connection in
             let (room, access) = try await self.access(orderId, for: identity, on: connection)
-            let history = try await store.messages(orderId: orderId, before: nil, limit: ChatLimits.joinHistory, on: connection)
-            try await store.enter(socketId: socket.id, orderId: orderId, userId: identity.userId, instanceId: instanceId, on: connection)
+            let history = try await store.messages(
+                orderId: orderId, before: nil, limit: ChatLimits.joinHistory, on: connection)
+            try await store.enter(
+                socketId: socket.id, orderId: orderId, userId: identity.userId, instanceId: instanceId, on: connection)
             return JoinReply(readOnly: access == .readOnly, rider: room.rider, messages: history.reversed())
         }
         socket.join(Self.room(orderId))
@@ -96,7 +100,8 @@ package struct ChatHandlers: Sendable {
         }
         let text: String
         if let quickReplyId = request.quickReplyId {
-            guard let reply = settings.quickReplies.replies(for: identity.role).first(where: { $0.id == quickReplyId }) else {
+            guard let reply = settings.quickReplies.replies(for: identity.role).first(where: { $0.id == quickReplyId })
+            else {
                 throw APIError.validation("no quick reply '\(quickReplyId)' for \(identity.role.rawValue)s")
             }
             text = reply.text
@@ -112,27 +117,37 @@ package struct ChatHandlers: Sendable {
         }
         let (message, isNew) = try await database.transaction { connection in
             let (room, access) = try await self.access(orderId, for: identity, on: connection)
-            guard identity.role != .admin else { throw APIError.forbidden("admins read chats; they do not write in them") }
+            guard identity.role != .admin else {
+                throw APIError.forbidden("admins read chats; they do not write in them")
+            }
             guard room.status != .closed else { throw APIError.conflict(.chatClosed, ChatLimits.closedText) }
-            guard access == .participant else { throw APIError.forbidden("only the order's customer and its current rider may chat") }
-            let senderName = identity.name ?? (identity.role == .rider ? room.rider?.name : nil) ?? identity.role.rawValue.capitalized
+            guard access == .participant else {
+                throw APIError.forbidden("only the order's customer and its current rider may chat")
+            }
+            let senderName =
+                identity.name ?? (identity.role == .rider ? room.rider?.name : nil)
+                ?? identity.role.rawValue.capitalized
             let (message, isNew) = try await store.insert(
-                orderId: orderId, senderId: identity.userId, senderRole: identity.role.rawValue, senderName: senderName, text: text,
+                orderId: orderId, senderId: identity.userId, senderRole: identity.role.rawValue, senderName: senderName,
+                text: text,
                 quickReplyId: request.quickReplyId, clientMessageId: clientMessageId, on: connection
             )
             guard isNew else { return (message, false) }
             try await outbox.enqueue(
                 ChatMessageSent(
-                    messageId: message.id, orderId: orderId, senderId: identity.userId, senderRole: identity.role, senderName: senderName,
+                    messageId: message.id, orderId: orderId, senderId: identity.userId, senderRole: identity.role,
+                    senderName: senderName,
                     text: text, clientMessageId: clientMessageId, sentAt: message.sentAt
                 ),
                 aggregateId: orderId, on: connection, logger: logger
             )
             if let recipient = room.counterpart(of: identity.userId),
-                try await !store.isPresent(userId: recipient, orderId: orderId, freshness: settings.presenceFreshness, on: connection)
+                try await !store.isPresent(
+                    userId: recipient, orderId: orderId, freshness: settings.presenceFreshness, on: connection)
             {
                 try await outbox.enqueue(
-                    Self.push(for: message, orderId: orderId, recipient: recipient), aggregateId: recipient, on: connection, logger: logger
+                    Self.push(for: message, orderId: orderId, recipient: recipient), aggregateId: recipient,
+                    on: connection, logger: logger
                 )
             }
             return (message, true)
@@ -140,7 +155,8 @@ package struct ChatHandlers: Sendable {
         if isNew {
             delivered.insert(message.id)
             await namespace.emit(
-                "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(orderId)], except: [socket.id], localOnly: true
+                "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(orderId)], except: [socket.id],
+                localOnly: true
             )
         }
         return SendReply(id: message.id, sentAt: message.sentAt)
@@ -150,7 +166,8 @@ package struct ChatHandlers: Sendable {
     static func push(for message: ChatMessageView, orderId: String, recipient: String) -> PushRequested {
         let preview = message.text.count > 100 ? String(message.text.prefix(97)) + "..." : message.text
         return PushRequested(
-            notificationId: "chat-\(orderId)-\(message.id)", userId: recipient, kind: "chat_message", title: message.senderName,
+            notificationId: "chat-\(orderId)-\(message.id)", userId: recipient, kind: "chat_message",
+            title: message.senderName,
             body: preview, data: ["link": "app://orders/\(orderId)/chat", "orderId": orderId, "messageId": message.id],
             priority: .high, collapseKey: "chat-\(orderId)", ttlSeconds: 3600, correlationId: orderId
         )
@@ -164,21 +181,32 @@ package struct ChatHandlers: Sendable {
         case let created as OrderCreated:
             try await store.openRoom(orderId: created.orderId, customerId: created.customerId, on: connection)
         case let assigned as RiderAssigned:
-            _ = try await store.assign(assigned.rider, orderId: assigned.orderId, customerId: assigned.customerId, on: connection)
+            _ = try await store.assign(
+                assigned.rider, orderId: assigned.orderId, customerId: assigned.customerId, on: connection)
         case let reassigned as RiderReassigned:
-            _ = try await store.assign(reassigned.rider, orderId: reassigned.orderId, customerId: reassigned.customerId, on: connection)
+            _ = try await store.assign(
+                reassigned.rider, orderId: reassigned.orderId, customerId: reassigned.customerId, on: connection)
         case let delivered as OrderDelivered:
-            try await close(delivered.orderId, customerId: delivered.customerId, reason: "OrderDelivered", on: connection)
+            try await close(
+                delivered.orderId, customerId: delivered.customerId, reason: "OrderDelivered", on: connection)
         case let cancelled as OrderCancelled:
-            try await close(cancelled.orderId, customerId: cancelled.customerId, reason: "OrderCancelled", on: connection)
+            try await close(
+                cancelled.orderId, customerId: cancelled.customerId, reason: "OrderCancelled", on: connection)
         default:
             break
         }
     }
 
-    private func close(_ orderId: String, customerId: String, reason: String, on connection: PostgresConnection) async throws {
-        guard let message = try await store.close(orderId: orderId, customerId: customerId, reason: reason, on: connection) else { return }
-        try await outbox.enqueue(ChatClosed(orderId: orderId, reason: reason, closedAt: message.sentAt), aggregateId: orderId, on: connection, logger: logger)
+    private func close(_ orderId: String, customerId: String, reason: String, on connection: PostgresConnection)
+        async throws
+    {
+        guard
+            let message = try await store.close(
+                orderId: orderId, customerId: customerId, reason: reason, on: connection)
+        else { return }
+        try await outbox.enqueue(
+            ChatClosed(orderId: orderId, reason: reason, closedAt: message.sentAt), aggregateId: orderId,
+            on: connection, logger: logger)
     }
 
     struct Closed: Codable, Sendable {
@@ -193,16 +221,20 @@ package struct ChatHandlers: Sendable {
         if let sent = event.payload(as: ChatMessageSent.self) {
             guard !delivered.contains(sent.messageId) else { return }
             let message = ChatMessageView(
-                id: sent.messageId, orderId: sent.orderId, senderId: sent.senderId, senderRole: sent.senderRole.rawValue,
+                id: sent.messageId, orderId: sent.orderId, senderId: sent.senderId,
+                senderRole: sent.senderRole.rawValue,
                 senderName: sent.senderName, text: sent.text, sentAt: sent.sentAt, clientMessageId: sent.clientMessageId
             )
             let senderSockets = namespace.sockets(in: SocketIONamespace.userRoom(sent.senderId)).map(\.id)
             await namespace.emit(
-                "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(sent.orderId)], except: Set(senderSockets),
+                "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(sent.orderId)],
+                except: Set(senderSockets),
                 localOnly: true
             )
         } else if let closed = event.payload(as: ChatClosed.self) {
-            await namespace.emit("chat_closed", try SocketIOArguments(encoding: Closed(orderId: closed.orderId)), toRooms: [Self.room(closed.orderId)], localOnly: true)
+            await namespace.emit(
+                "chat_closed", try SocketIOArguments(encoding: Closed(orderId: closed.orderId)),
+                toRooms: [Self.room(closed.orderId)], localOnly: true)
         }
     }
 

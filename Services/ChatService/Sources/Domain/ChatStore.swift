@@ -23,7 +23,8 @@ package struct ChatStore: Sendable {
     }
 
     /// Sets the room's rider (opening it unless closed); returns the rider it had before.
-    package func assign(_ rider: PersonRef, orderId: String, customerId: String, on connection: PostgresConnection) async throws
+    package func assign(_ rider: PersonRef, orderId: String, customerId: String, on connection: PostgresConnection)
+        async throws
         -> PersonRef?
     {
         try await openRoom(orderId: orderId, customerId: customerId, on: connection)
@@ -39,7 +40,8 @@ package struct ChatStore: Sendable {
     }
 
     /// Closes the room with a system message; nil if it was already closed (or never existed).
-    package func close(orderId: String, customerId: String, reason: String, on connection: PostgresConnection) async throws
+    package func close(orderId: String, customerId: String, reason: String, on connection: PostgresConnection)
+        async throws
         -> ChatMessageView?
     {
         try await openRoom(orderId: orderId, customerId: customerId, on: connection)
@@ -58,13 +60,19 @@ package struct ChatStore: Sendable {
         ).message
     }
 
-    package func room(_ orderId: String, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> ChatRoom? {
-        var query: PostgresQuery = "SELECT order_id, customer_id, rider_id, rider_name, status FROM chat_rooms WHERE order_id = \(orderId)"
+    package func room(_ orderId: String, forUpdate: Bool = false, on connection: PostgresConnection) async throws
+        -> ChatRoom?
+    {
+        var query: PostgresQuery =
+            "SELECT order_id, customer_id, rider_id, rider_name, status FROM chat_rooms WHERE order_id = \(orderId)"
         if forUpdate { query.sql += " FOR UPDATE" }
         let rows = try await connection.query(query, logger: logger)
-        for try await (orderId, customerId, riderId, riderName, status) in rows.decode((String, String, String?, String?, String).self) {
+        for try await (orderId, customerId, riderId, riderName, status) in rows.decode(
+            (String, String, String?, String?, String).self)
+        {
             return ChatRoom(
-                orderId: orderId, customerId: customerId, rider: riderId.map { PersonRef(id: $0, name: riderName ?? "") },
+                orderId: orderId, customerId: customerId,
+                rider: riderId.map { PersonRef(id: $0, name: riderName ?? "") },
                 status: ChatRoom.Status(rawValue: status) ?? .closed
             )
         }
@@ -118,16 +126,20 @@ package struct ChatStore: Sendable {
         return messages
     }
 
-    private static func view(_ row: (Int64, String, String?, String, String, String, Date, String?)) -> ChatMessageView {
+    private static func view(_ row: (Int64, String, String?, String, String, String, Date, String?)) -> ChatMessageView
+    {
         ChatMessageView(
-            id: String(row.0), orderId: row.1, senderId: row.2, senderRole: row.3, senderName: row.4, text: row.5, sentAt: row.6,
+            id: String(row.0), orderId: row.1, senderId: row.2, senderRole: row.3, senderName: row.4, text: row.5,
+            sentAt: row.6,
             clientMessageId: row.7
         )
     }
 
     // MARK: Presence
 
-    package func enter(socketId: String, orderId: String, userId: String, instanceId: String, on connection: PostgresConnection)
+    package func enter(
+        socketId: String, orderId: String, userId: String, instanceId: String, on connection: PostgresConnection
+    )
         async throws
     {
         try await connection.query(
@@ -143,7 +155,9 @@ package struct ChatStore: Sendable {
     }
 
     /// Whether `userId` has a socket in the room on any instance seen within `freshness`.
-    package func isPresent(userId: String, orderId: String, freshness: Duration, on connection: PostgresConnection) async throws -> Bool {
+    package func isPresent(userId: String, orderId: String, freshness: Duration, on connection: PostgresConnection)
+        async throws -> Bool
+    {
         let cutoff = Date().addingTimeInterval(-Double(freshness.components.seconds))
         let rows = try await connection.query(
             """
@@ -155,8 +169,11 @@ package struct ChatStore: Sendable {
     }
 
     /// Keeps this instance's presence rows fresh (and forgets those of instances that stopped refreshing).
-    package func refreshPresence(instanceId: String, staleAfter: Duration, on connection: PostgresConnection) async throws {
-        try await connection.query("UPDATE chat_presence SET seen_at = now() WHERE instance_id = \(instanceId)", logger: logger)
+    package func refreshPresence(instanceId: String, staleAfter: Duration, on connection: PostgresConnection)
+        async throws
+    {
+        try await connection.query(
+            "UPDATE chat_presence SET seen_at = now() WHERE instance_id = \(instanceId)", logger: logger)
         let cutoff = Date().addingTimeInterval(-Double(staleAfter.components.seconds))
         try await connection.query("DELETE FROM chat_presence WHERE seen_at < \(cutoff)", logger: logger)
     }

@@ -41,7 +41,9 @@ struct ChatRoutes: Sendable {
             before = value
         }
         return try await database.withConnection { connection in
-            guard let room = try await store.room(orderId, on: connection) else { throw APIError.notFound("no chat for order \(orderId)") }
+            guard let room = try await store.room(orderId, on: connection) else {
+                throw APIError.notFound("no chat for order \(orderId)")
+            }
             guard room.access(for: identity.userId, role: identity.role) != .none else {
                 throw APIError.forbidden("only the order's customer, its current rider and admins read its chat")
             }

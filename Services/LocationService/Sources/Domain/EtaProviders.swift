@@ -77,7 +77,8 @@ package struct OSRMEtaProvider: EtaProvider {
     }
 
     package func estimate(from: GeoPoint, to: GeoPoint, learnedSpeedMps: Double?) async throws -> RouteEstimate {
-        let base = baseURL.absoluteString.hasSuffix("/") ? String(baseURL.absoluteString.dropLast()) : baseURL.absoluteString
+        let base =
+            baseURL.absoluteString.hasSuffix("/") ? String(baseURL.absoluteString.dropLast()) : baseURL.absoluteString
         let url = "\(base)/route/v1/\(profile)/\(from.lng),\(from.lat);\(to.lng),\(to.lat)?overview=false"
         let answer = try await fetchJSON(Answer.self, url: url, client: client, timeout: timeout)
         guard answer.code == "Ok", let route = answer.routes?.first else {
@@ -116,7 +117,8 @@ package struct AzureMapsEtaProvider: EtaProvider {
     }
 
     package func estimate(from: GeoPoint, to: GeoPoint, learnedSpeedMps: Double?) async throws -> RouteEstimate {
-        var components = URLComponents(url: baseURL.appendingPathComponent("route/directions/json"), resolvingAgainstBaseURL: false)
+        var components = URLComponents(
+            url: baseURL.appendingPathComponent("route/directions/json"), resolvingAgainstBaseURL: false)
         components?.queryItems = [
             URLQueryItem(name: "api-version", value: "1.0"),
             URLQueryItem(name: "query", value: "\(from.lat),\(from.lng):\(to.lat),\(to.lng)"),
@@ -124,19 +126,27 @@ package struct AzureMapsEtaProvider: EtaProvider {
             URLQueryItem(name: "traffic", value: "true"),
             URLQueryItem(name: "subscription-key", value: subscriptionKey),
         ]
-        guard let url = components?.url?.absoluteString else { throw EtaProviderError(description: "bad Azure Maps URL") }
+        guard let url = components?.url?.absoluteString else {
+            throw EtaProviderError(description: "bad Azure Maps URL")
+        }
         let answer = try await fetchJSON(Answer.self, url: url, client: client, timeout: timeout)
-        guard let summary = answer.routes?.first?.summary else { throw EtaProviderError(description: "Azure Maps found no route") }
+        guard let summary = answer.routes?.first?.summary else {
+            throw EtaProviderError(description: "Azure Maps found no route")
+        }
         return RouteEstimate(seconds: summary.travelTimeInSeconds, meters: summary.lengthInMeters)
     }
 }
 
 /// GETs `url` and decodes a 200 answer's JSON; anything else throws.
-private func fetchJSON<T: Decodable>(_ type: T.Type, url: String, client: HTTPClient, timeout: Duration) async throws -> T {
+private func fetchJSON<T: Decodable>(_ type: T.Type, url: String, client: HTTPClient, timeout: Duration) async throws
+    -> T
+{
     let request = HTTPClientRequest(url: url)
     let response = try await client.execute(request, timeout: .milliseconds(timeout.milliseconds))
     let body = try await response.body.collect(upTo: 1 << 20)
-    guard response.status == .ok else { throw EtaProviderError(description: "the routing service answered \(response.status.code)") }
+    guard response.status == .ok else {
+        throw EtaProviderError(description: "the routing service answered \(response.status.code)")
+    }
     do {
         return try JSONDecoder().decode(T.self, from: body)
     } catch {
@@ -211,7 +221,8 @@ package struct EtaUpdate: Codable, Sendable, Equatable {
             ? "\(Int((estimate.meters / 10).rounded()) * 10) m" : String(format: "%.1f km", estimate.meters / 1000)
         let courier = kind == .delivery ? "Your rider" : "Technician"
         return EtaUpdate(
-            jobId: jobId, available: true, seconds: Int(estimate.seconds.rounded()), arrivalAt: now.addingTimeInterval(estimate.seconds),
+            jobId: jobId, available: true, seconds: Int(estimate.seconds.rounded()),
+            arrivalAt: now.addingTimeInterval(estimate.seconds),
             distanceMeters: Int(estimate.meters.rounded()), text: "Arriving in \(duration)",
             spokenText: "\(courier) is currently \(distance) away and is expected to arrive in \(duration)."
         )

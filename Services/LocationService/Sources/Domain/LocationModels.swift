@@ -45,9 +45,11 @@ package struct LocationSettings: Sendable {
         tick = try environment.milliseconds("TRACKING_TICK_MS", default: .seconds(1), in: 50...60_000)
         positionRate = try environment.double("POSITION_RATE_PER_SECOND", default: 5, in: 0.1...1000)
         positionBurst = try environment.int("POSITION_RATE_BURST", default: 20, in: 1...10_000)
-        publishInterval = try environment.seconds("POSITION_PUBLISH_INTERVAL_SECONDS", default: .seconds(3), in: 0...3600)
+        publishInterval = try environment.seconds(
+            "POSITION_PUBLISH_INTERVAL_SECONDS", default: .seconds(3), in: 0...3600)
         positionMaximumAge = try environment.seconds("POSITION_MAX_AGE_SECONDS", default: .seconds(600), in: 1...86_400)
-        positionMaximumFuture = try environment.seconds("POSITION_MAX_FUTURE_SECONDS", default: .seconds(30), in: 0...3600)
+        positionMaximumFuture = try environment.seconds(
+            "POSITION_MAX_FUTURE_SECONDS", default: .seconds(30), in: 0...3600)
         etaRefresh = try environment.seconds("ETA_REFRESH_SECONDS", default: .seconds(30), in: 1...60)
         etaSignificantMoveMeters = try environment.double("ETA_SIGNIFICANT_MOVE_METERS", default: 300, in: 1...100_000)
         provider = try environment.choice("ETA_PROVIDER", default: EtaProviderKind.estimator)
@@ -59,7 +61,8 @@ package struct LocationSettings: Sendable {
         roadFactor = try environment.double("ETA_ROAD_FACTOR", default: 1.3, in: 1...5)
         defaultSpeedMps = try environment.double("ETA_DEFAULT_SPEED_KMH", default: 22, in: 1...200) / 3.6
         if provider != .estimator, providerURL == nil {
-            throw ConfigurationError(variable: "ETA_PROVIDER_URL", problem: "required with ETA_PROVIDER=\(provider.rawValue)")
+            throw ConfigurationError(
+                variable: "ETA_PROVIDER_URL", problem: "required with ETA_PROVIDER=\(provider.rawValue)")
         }
         if provider == .azure, azureMapsKey == nil {
             throw ConfigurationError(variable: "AZURE_MAPS_KEY", problem: "required with ETA_PROVIDER=azure")
@@ -76,7 +79,9 @@ package struct CourierPosition: Codable, Sendable, Equatable {
     package var speedMps: Double?
     package var recordedAt: Date
 
-    package init(lat: Double, lng: Double, accuracyMeters: Double, headingDegrees: Double?, speedMps: Double?, recordedAt: Date) {
+    package init(
+        lat: Double, lng: Double, accuracyMeters: Double, headingDegrees: Double?, speedMps: Double?, recordedAt: Date
+    ) {
         self.lat = lat
         self.lng = lng
         self.accuracyMeters = accuracyMeters

@@ -75,7 +75,9 @@ package final class PositionBook: Sendable {
     /// The courier's average speed over their recent track, if they covered some ground over at least 20 s.
     package func learnedSpeed(_ courierId: String) -> Double? {
         couriers.withLock { couriers in
-            guard let track = couriers[courierId]?.track, let first = track.first, let last = track.last else { return nil }
+            guard let track = couriers[courierId]?.track, let first = track.first, let last = track.last else {
+                return nil
+            }
             let seconds = last.recordedAt.timeIntervalSince(first.recordedAt)
             guard seconds >= 20 else { return nil }
             var meters = 0.0
@@ -86,6 +88,8 @@ package final class PositionBook: Sendable {
 
     /// Forgets couriers not heard of since `cutoff`, so the book does not grow without bound.
     package func forget(before cutoff: Date) {
-        couriers.withLock { couriers in couriers = couriers.filter { ($0.value.latest?.receivedAt ?? .distantPast) >= cutoff } }
+        couriers.withLock { couriers in
+            couriers = couriers.filter { ($0.value.latest?.receivedAt ?? .distantPast) >= cutoff }
+        }
     }
 }

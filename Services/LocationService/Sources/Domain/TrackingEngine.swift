@@ -21,7 +21,8 @@ package struct TrackingEngine: Sendable {
     // MARK: orders.events
 
     /// Applies an orders.events event to its job.
-    package func apply(orderEvent event: DecodedEvent, on connection: PostgresConnection) async throws -> [TrackingJob] {
+    package func apply(orderEvent event: DecodedEvent, on connection: PostgresConnection) async throws -> [TrackingJob]
+    {
         let now = Date()
         switch event.payload {
         case let created as OrderCreated:
@@ -55,7 +56,8 @@ package struct TrackingEngine: Sendable {
             )
         case let assigned as ServiceRequestAssigned:
             let initial = TrackingJob(
-                jobId: assigned.requestId, kind: .serviceRequest, customerId: assigned.customerId, courierId: assigned.technician.id,
+                jobId: assigned.requestId, kind: .serviceRequest, customerId: assigned.customerId,
+                courierId: assigned.technician.id,
                 destination: Destination(address: assigned.serviceAddress)
             )
             return try await change(assigned.requestId, creating: initial, on: connection) { job in
@@ -70,9 +72,12 @@ package struct TrackingEngine: Sendable {
         return []
     }
 
-    private func apply(_ changed: ServiceRequestStatusChanged, now: Date, on connection: PostgresConnection) async throws -> [TrackingJob] {
+    private func apply(_ changed: ServiceRequestStatusChanged, now: Date, on connection: PostgresConnection)
+        async throws -> [TrackingJob]
+    {
         let initial = TrackingJob(
-            jobId: changed.requestId, kind: .serviceRequest, customerId: changed.customerId, courierId: changed.technician?.id,
+            jobId: changed.requestId, kind: .serviceRequest, customerId: changed.customerId,
+            courierId: changed.technician?.id,
             destination: Destination(address: changed.serviceAddress)
         )
         return try await change(changed.requestId, creating: initial, on: connection) { job in
@@ -96,7 +101,8 @@ package struct TrackingEngine: Sendable {
         }
     }
 
-    private func finish(_ jobId: String, reason: TrackingStopReason, now: Date, on connection: PostgresConnection) async throws
+    private func finish(_ jobId: String, reason: TrackingStopReason, now: Date, on connection: PostgresConnection)
+        async throws
         -> [TrackingJob]
     {
         try await change(jobId, on: connection) { job in
@@ -108,10 +114,12 @@ package struct TrackingEngine: Sendable {
     // MARK: The technician's travel mode
 
     /// Switches travel mode on or off; only the job's technician may.
-    package func setTravelMode(jobId: String, technicianId: String, active: Bool, on connection: PostgresConnection) async throws
+    package func setTravelMode(jobId: String, technicianId: String, active: Bool, on connection: PostgresConnection)
+        async throws
         -> TrackingJob
     {
-        guard let current = try await job(jobId, forUpdate: true, on: connection), current.kind == .serviceRequest else {
+        guard let current = try await job(jobId, forUpdate: true, on: connection), current.kind == .serviceRequest
+        else {
             throw APIError.notFound("no service request \(jobId)")
         }
         guard current.courierId == technicianId else {
@@ -174,10 +182,13 @@ package struct TrackingEngine: Sendable {
                 guard let technician = job.courierId else { continue }
                 try await outbox.enqueue(
                     PushRequested(
-                        notificationId: "travel-mode-off-\(job.jobId)-\(Int(now.timeIntervalSince1970))", userId: technician,
+                        notificationId: "travel-mode-off-\(job.jobId)-\(Int(now.timeIntervalSince1970))",
+                        userId: technician,
                         kind: "travel_mode_off", title: "Travel mode switched off",
-                        body: "Travel mode was on for \(settings.maximumTracking.components.seconds / 3600) hours, so it was switched off. Switch it on again if you are still on the way.",
-                        data: ["link": "app://service-requests/\(job.jobId)", "jobId": job.jobId], priority: .high, collapseKey: nil,
+                        body:
+                            "Travel mode was on for \(settings.maximumTracking.components.seconds / 3600) hours, so it was switched off. Switch it on again if you are still on the way.",
+                        data: ["link": "app://service-requests/\(job.jobId)", "jobId": job.jobId], priority: .high,
+                        collapseKey: nil,
                         ttlSeconds: 3600, sound: nil, correlationId: job.jobId
                     ),
                     aggregateId: technician, on: connection, logger: logger
@@ -190,7 +201,9 @@ package struct TrackingEngine: Sendable {
 
     // MARK: Rows
 
-    package func job(_ jobId: String, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> TrackingJob? {
+    package func job(_ jobId: String, forUpdate: Bool = false, on connection: PostgresConnection) async throws
+        -> TrackingJob?
+    {
         var query: PostgresQuery = """
             SELECT job_id, kind, customer_id, courier_id, destination_lat, destination_lng, destination_label, phase, travel_mode,
                    travel_mode_since, state, end_reason, tracking_started_at
@@ -217,7 +230,9 @@ package struct TrackingEngine: Sendable {
         for try await row in rows.decode(
             (String, String, String, String?, Double, Double, String, String, Bool, Date?, String, String?, Date?).self
         ) {
-            let (jobId, kind, customerId, courierId, lat, lng, label, phase, travelMode, since, state, reason, startedAt) = row
+            let (
+                jobId, kind, customerId, courierId, lat, lng, label, phase, travelMode, since, state, reason, startedAt
+            ) = row
             var job = TrackingJob(
                 jobId: jobId, kind: JobKind(rawValue: kind) ?? .delivery, customerId: customerId, courierId: courierId,
                 destination: Destination(lat: lat, lng: lng, label: label)
@@ -269,12 +284,15 @@ package struct TrackingEngine: Sendable {
             switch change {
             case .started:
                 try await outbox.enqueue(
-                    TrackingStarted(jobId: jobId, kind: job.kind, customerId: job.customerId, courierId: courierId, startedAt: now),
+                    TrackingStarted(
+                        jobId: jobId, kind: job.kind, customerId: job.customerId, courierId: courierId, startedAt: now),
                     aggregateId: jobId, on: connection, logger: logger
                 )
             case .stopped(let reason):
                 try await outbox.enqueue(
-                    TrackingStopped(jobId: jobId, kind: job.kind, customerId: job.customerId, courierId: courierId, reason: reason, stoppedAt: now),
+                    TrackingStopped(
+                        jobId: jobId, kind: job.kind, customerId: job.customerId, courierId: courierId, reason: reason,
+                        stoppedAt: now),
                     aggregateId: jobId, on: connection, logger: logger
                 )
             }

@@ -22,14 +22,16 @@ package final class TrackingHub: Sendable {
     private let tracked = Mutex(TrackedJobs())
 
     package init(
-        settings: LocationSettings, database: Database, engine: TrackingEngine, namespace: SocketIONamespace, eta: EtaCoordinator,
+        settings: LocationSettings, database: Database, engine: TrackingEngine, namespace: SocketIONamespace,
+        eta: EtaCoordinator,
         producer: KafkaProducer, logger: Logger
     ) {
         self.settings = settings
         self.database = database
         self.engine = engine
         self.namespace = namespace
-        self.book = PositionBook(rate: settings.positionRate, burst: settings.positionBurst, publishInterval: settings.publishInterval)
+        self.book = PositionBook(
+            rate: settings.positionRate, burst: settings.positionBurst, publishInterval: settings.publishInterval)
         self.eta = eta
         self.producer = producer
         self.logger = logger
@@ -55,7 +57,8 @@ package final class TrackingHub: Sendable {
         let position = try position.validated(now: Date(), settings: settings)
         switch book.record(position, courierId: courier.userId) {
         case .rateLimited:
-            throw APIError(.tooManyRequests, code: .rateLimited, message: "at most \(settings.positionRate) positions a second")
+            throw APIError(
+                .tooManyRequests, code: .rateLimited, message: "at most \(settings.positionRate) positions a second")
         case .olderThanLast:
             return PositionAck(accepted: false, reason: "older_than_last")
         case .accepted(let publish):
@@ -68,7 +71,8 @@ package final class TrackingHub: Sendable {
     /// A position another instance published: remembered for watchers who join here.
     package func learn(_ update: PositionUpdated) {
         let position = CourierPosition(
-            lat: update.lat, lng: update.lng, accuracyMeters: update.accuracyMeters, headingDegrees: update.headingDegrees,
+            lat: update.lat, lng: update.lng, accuracyMeters: update.accuracyMeters,
+            headingDegrees: update.headingDegrees,
             speedMps: update.speedMps, recordedAt: update.recordedAt
         )
         book.learn(position, courierId: update.courierId)
@@ -76,7 +80,8 @@ package final class TrackingHub: Sendable {
 
     private func publishPosition(_ position: CourierPosition, courier: Identity) {
         let update = PositionUpdated(
-            courierId: courier.userId, role: courier.role, lat: position.lat, lng: position.lng, accuracyMeters: position.accuracyMeters,
+            courierId: courier.userId, role: courier.role, lat: position.lat, lng: position.lng,
+            accuracyMeters: position.accuracyMeters,
             headingDegrees: position.headingDegrees, speedMps: position.speedMps, recordedAt: position.recordedAt
         )
         let producer = producer
@@ -86,7 +91,8 @@ package final class TrackingHub: Sendable {
                 let value = try ContractCoding.encode(EventEnvelope(aggregateId: courier.userId, payload: update))
                 try await producer.send(topic: Topic.couriersPositions.rawValue, key: courier.userId, value: value)
             } catch {
-                logger.warning("could not publish a position", metadata: ["courier.id": "\(courier.userId)", "error": "\(error)"])
+                logger.warning(
+                    "could not publish a position", metadata: ["courier.id": "\(courier.userId)", "error": "\(error)"])
             }
         }
     }
@@ -103,13 +109,16 @@ package final class TrackingHub: Sendable {
                 continue
             }
             // Only the latest position matters: a watcher that reads slowly gets it instead of a backlog.
-            await namespace.emit("location", Self.location(job.jobId, position), toRoom: Self.room(job.jobId), latestKey: job.jobId)
+            await namespace.emit(
+                "location", Self.location(job.jobId, position), toRoom: Self.room(job.jobId), latestKey: job.jobId)
             refreshEta(job, position: position, courierId: courierId)
         }
     }
 
     private static func location(_ jobId: String, _ position: CourierPosition) -> LocationUpdate {
-        LocationUpdate(jobId: jobId, lat: position.lat, lng: position.lng, headingDegrees: position.headingDegrees, recordedAt: position.recordedAt)
+        LocationUpdate(
+            jobId: jobId, lat: position.lat, lng: position.lng, headingDegrees: position.headingDegrees,
+            recordedAt: position.recordedAt)
     }
 
     private func refreshEta(_ job: TrackingJob, position: CourierPosition, courierId: String) {
@@ -141,14 +150,16 @@ package final class TrackingHub: Sendable {
             throw APIError.forbidden("only the customer of this job may watch it")
         }
         var view = TrackingView(
-            jobId: job.jobId, kind: job.kind, state: job.state, message: job.message, lastUpdatedAt: nil, lastLocation: nil,
+            jobId: job.jobId, kind: job.kind, state: job.state, message: job.message, lastUpdatedAt: nil,
+            lastLocation: nil,
             destination: job.destination, eta: nil, travelMode: job.travelMode
         )
         if job.state.sharesLocation, let courierId = job.courierId, let latest = book.latest(courierId) {
             view.lastLocation = Self.location(job.jobId, latest.position)
             view.lastUpdatedAt = latest.position.recordedAt
             if job.state == .live {
-                view.eta = await eta.latest(job, from: latest.position.point, learnedSpeedMps: book.learnedSpeed(courierId))
+                view.eta = await eta.latest(
+                    job, from: latest.position.point, learnedSpeedMps: book.learnedSpeed(courierId))
             } else {
                 view.eta = .unavailable(jobId: job.jobId, text: "ETA recalculating")
             }
@@ -165,18 +176,22 @@ package final class TrackingHub: Sendable {
             let latest = job.courierId.flatMap { book.latest($0) }
             let lastUpdatedAt = job.state.sharesLocation ? latest?.position.recordedAt : nil
             await namespace.emit(
-                "tracking_status", TrackingStatus(jobId: job.jobId, state: job.state, message: job.message, lastUpdatedAt: lastUpdatedAt),
+                "tracking_status",
+                TrackingStatus(jobId: job.jobId, state: job.state, message: job.message, lastUpdatedAt: lastUpdatedAt),
                 toRoom: Self.room(job.jobId)
             )
             switch job.state {
             case .live:
                 if let latest, let courierId = job.courierId {
-                    await namespace.emit("location", Self.location(job.jobId, latest.position), toRoom: Self.room(job.jobId))
+                    await namespace.emit(
+                        "location", Self.location(job.jobId, latest.position), toRoom: Self.room(job.jobId))
                     refreshEta(job, position: latest.position, courierId: courierId)
                 }
             case .stale:
                 eta.forget(job.jobId)
-                await namespace.emit("eta", EtaUpdate.unavailable(jobId: job.jobId, text: "ETA recalculating"), toRoom: Self.room(job.jobId))
+                await namespace.emit(
+                    "eta", EtaUpdate.unavailable(jobId: job.jobId, text: "ETA recalculating"),
+                    toRoom: Self.room(job.jobId))
             default:
                 eta.forget(job.jobId)
             }
@@ -272,7 +287,9 @@ package final class EtaCoordinator: Sendable {
     /// The last ETA, or a fresh one if none is known here (a watcher joining this instance).
     func latest(_ job: TrackingJob, from: GeoPoint, learnedSpeedMps: Double?) async -> EtaUpdate {
         if let known = jobs.withLock({ $0[job.jobId]?.update }) { return known }
-        guard claim(job.jobId, at: from) else { return jobs.withLock { $0[job.jobId]?.update } ?? .unavailable(jobId: job.jobId) }
+        guard claim(job.jobId, at: from) else {
+            return jobs.withLock { $0[job.jobId]?.update } ?? .unavailable(jobId: job.jobId)
+        }
         return await compute(job, from: from, learnedSpeedMps: learnedSpeedMps)
     }
 

@@ -45,7 +45,8 @@ struct LocationRoutes: Sendable {
             let jobId = try Validate.identifier(try context.parameters.require("jobId"), "jobId")
             let (input, _) = try await request.decodeJSON(TravelMode.self, context: context)
             let job = try await database.transaction { connection in
-                try await engine.setTravelMode(jobId: jobId, technicianId: identity.userId, active: input.active, on: connection)
+                try await engine.setTravelMode(
+                    jobId: jobId, technicianId: identity.userId, active: input.active, on: connection)
             }
             await hub.after([job])
             return TrackingStatus(jobId: job.jobId, state: job.state, message: job.message, lastUpdatedAt: nil)

@@ -61,7 +61,8 @@ package struct NotificationSettings: Sendable {
         maximumDevicesPerUser = try environment.int(
             "MAX_DEVICES_PER_USER", default: DeviceRules.defaultMaximumDevicesPerUser, in: 1...100)
         if apnsKeyFile != nil, apnsKeyId == nil || apnsTeamId == nil || apnsTopic == nil {
-            throw ConfigurationError(variable: "APNS_KEY_ID", problem: "APNS_KEY_FILE needs APNS_KEY_ID, APNS_TEAM_ID and APNS_TOPIC")
+            throw ConfigurationError(
+                variable: "APNS_KEY_ID", problem: "APNS_KEY_FILE needs APNS_KEY_ID, APNS_TEAM_ID and APNS_TOPIC")
         }
         if !allowsLogProvider {
             let logOnly = "or set PUSH_LOG_PROVIDER=true to only log pushes (local runs)"
@@ -70,7 +71,8 @@ package struct NotificationSettings: Sendable {
                     variable: "FCM_SERVICE_ACCOUNT_FILE", problem: "required to push to Android devices, \(logOnly)")
             }
             if apnsKeyFile == nil {
-                throw ConfigurationError(variable: "APNS_KEY_FILE", problem: "required to push to iOS devices, \(logOnly)")
+                throw ConfigurationError(
+                    variable: "APNS_KEY_FILE", problem: "required to push to iOS devices, \(logOnly)")
             }
         }
     }
@@ -79,16 +81,20 @@ package struct NotificationSettings: Sendable {
     /// (only when `PUSH_LOG_PROVIDER` allows it: ``init(environment:)`` checked).
     package func providers(logger: Logger) async throws -> [DevicePlatform: any PushProvider] {
         var providers: [DevicePlatform: any PushProvider] = [
-            .android: LogPushProvider(platform: "android", logger: logger), .ios: LogPushProvider(platform: "ios", logger: logger),
+            .android: LogPushProvider(platform: "android", logger: logger),
+            .ios: LogPushProvider(platform: "ios", logger: logger),
         ]
         if let file = fcmServiceAccountFile {
             let account: FCMProvider.ServiceAccount
             do {
-                account = try JSONDecoder().decode(FCMProvider.ServiceAccount.self, from: Data(contentsOf: URL(fileURLWithPath: file)))
+                account = try JSONDecoder().decode(
+                    FCMProvider.ServiceAccount.self, from: Data(contentsOf: URL(fileURLWithPath: file)))
             } catch {
-                throw ConfigurationError(variable: "FCM_SERVICE_ACCOUNT_FILE", problem: "\(file) is not a service-account JSON: \(error)")
+                throw ConfigurationError(
+                    variable: "FCM_SERVICE_ACCOUNT_FILE", problem: "\(file) is not a service-account JSON: \(error)")
             }
-            providers[.android] = try await FCMProvider(account: account, baseURL: fcmBaseURL, tokenURL: fcmTokenURL, client: .shared, timeout: timeout)
+            providers[.android] = try await FCMProvider(
+                account: account, baseURL: fcmBaseURL, tokenURL: fcmTokenURL, client: .shared, timeout: timeout)
         }
         if let file = apnsKeyFile, let keyId = apnsKeyId, let teamId = apnsTeamId, let topic = apnsTopic {
             guard let pem = try? String(contentsOfFile: file, encoding: .utf8) else {

@@ -50,16 +50,20 @@ package struct NotificationStore: Sendable {
         for try await id in rows.decode(Int64.self) { ids.append(id) }
         if ids.isEmpty {
             try await connection.query(
-                "UPDATE notifications SET status = 'no_devices' WHERE notification_id = \(request.notificationId)", logger: logger
+                "UPDATE notifications SET status = 'no_devices' WHERE notification_id = \(request.notificationId)",
+                logger: logger
             )
             try await outbox.enqueue(
                 PushFailed(
-                    notificationId: request.notificationId, userId: request.userId, kind: request.kind, correlationId: request.correlationId,
+                    notificationId: request.notificationId, userId: request.userId, kind: request.kind,
+                    correlationId: request.correlationId,
                     reason: "no_devices", failedAt: Date()
                 ),
                 aggregateId: request.userId, on: connection, logger: logger
             )
-            logger.info("user has no devices; nothing pushed", metadata: ["notification.id": "\(request.notificationId)", "user.id": "\(request.userId)"])
+            logger.info(
+                "user has no devices; nothing pushed",
+                metadata: ["notification.id": "\(request.notificationId)", "user.id": "\(request.userId)"])
         }
         return ids
     }
@@ -92,16 +96,23 @@ package struct NotificationStore: Sendable {
             """, logger: logger
         )
         for try await row in rows.decode(
-            (Int64, String, String, Int, String, String, String, String, String, String, String, String?, Int?, String?, String?).self
+            (
+                Int64, String, String, Int, String, String, String, String, String, String, String, String?, Int?,
+                String?, String?
+            ).self
         ) {
-            let (deliveryId, token, platform, attempts, notificationId, userId, kind, title, body, data, priority, collapseKey, ttl, sound, correlationId) = row
+            let (
+                deliveryId, token, platform, attempts, notificationId, userId, kind, title, body, data, priority,
+                collapseKey, ttl, sound, correlationId
+            ) = row
             let message = PushMessage(
                 notificationId: notificationId, kind: kind, title: title, body: body,
                 data: pushData(fromJSON: data), priority: PushPriority(rawValue: priority) ?? .normal,
                 collapseKey: collapseKey, ttlSeconds: ttl, sound: sound
             )
             return Attempt(
-                deliveryId: deliveryId, token: token, platform: DevicePlatform(rawValue: platform) ?? .android, attempt: attempts, userId: userId,
+                deliveryId: deliveryId, token: token, platform: DevicePlatform(rawValue: platform) ?? .android,
+                attempt: attempts, userId: userId,
                 correlationId: correlationId, message: message
             )
         }
@@ -124,7 +135,9 @@ package struct NotificationStore: Sendable {
 
     /// The delay before attempt `attempt + 1`: the provider's Retry-After if it gave one, else exponential backoff
     /// with jitter (half to all of the doubled delay), capped.
-    package static func retryDelay(attempt: Int, retryAfter: Duration?, initial: Duration, maximum: Duration) -> Duration {
+    package static func retryDelay(attempt: Int, retryAfter: Duration?, initial: Duration, maximum: Duration)
+        -> Duration
+    {
         if let retryAfter { return min(retryAfter, maximum) }
         let doubled = initial * (1 << min(attempt - 1, 20))
         return min(doubled, maximum) * Double.random(in: 0.5...1.0)
@@ -135,14 +148,17 @@ package struct NotificationStore: Sendable {
         let id = attempt.deliveryId
         // One outcome of a notification at a time, so the last of its devices sees the others' final states.
         try await connection.query(
-            "SELECT 1 FROM notifications WHERE notification_id = \(attempt.message.notificationId) FOR UPDATE", logger: logger
+            "SELECT 1 FROM notifications WHERE notification_id = \(attempt.message.notificationId) FOR UPDATE",
+            logger: logger
         )
         switch outcome {
         case .sent(let status, let answer):
             try await update(id, status: "sent", providerStatus: status, answer: answer, on: connection)
             try await announceSent(attempt, on: connection)
         case .retry(let status, let answer, let after) where attempt.attempt < settings.maximumAttempts:
-            let delay = Self.retryDelay(attempt: attempt.attempt, retryAfter: after, initial: settings.retryInitial, maximum: settings.retryMaximum)
+            let delay = Self.retryDelay(
+                attempt: attempt.attempt, retryAfter: after, initial: settings.retryInitial,
+                maximum: settings.retryMaximum)
             let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
             try await connection.query(
                 """
@@ -151,20 +167,31 @@ package struct NotificationStore: Sendable {
                 WHERE id = \(id)
                 """, logger: logger
             )
-            logger.info("push will be retried", metadata: ["delivery.id": "\(id)", "attempt": "\(attempt.attempt)", "status": "\(status.map(String.init) ?? "-")"])
+            logger.info(
+                "push will be retried",
+                metadata: [
+                    "delivery.id": "\(id)", "attempt": "\(attempt.attempt)",
+                    "status": "\(status.map(String.init) ?? "-")",
+                ])
         case .retry(let status, let answer, _):
-            try await giveUp(attempt, status: status, answer: answer, reason: "no success after \(attempt.attempt) attempts", on: connection)
+            try await giveUp(
+                attempt, status: status, answer: answer, reason: "no success after \(attempt.attempt) attempts",
+                on: connection)
         case .failed(let status, let answer):
             try await giveUp(attempt, status: status, answer: answer, reason: "refused", on: connection)
         case .invalidToken(let status, let answer):
             try await update(id, status: "token_removed", providerStatus: status, answer: answer, on: connection)
             try await connection.query("DELETE FROM devices WHERE token = \(attempt.token)", logger: logger)
-            logger.info("removed a dead device token", metadata: ["delivery.id": "\(id)", "platform": "\(attempt.platform.rawValue)"])
+            logger.info(
+                "removed a dead device token",
+                metadata: ["delivery.id": "\(id)", "platform": "\(attempt.platform.rawValue)"])
             try await announceIfAllFailed(attempt, reason: "device token no longer valid", on: connection)
         }
     }
 
-    private func update(_ id: Int64, status: String, providerStatus: Int?, answer: String, on connection: PostgresConnection) async throws {
+    private func update(
+        _ id: Int64, status: String, providerStatus: Int?, answer: String, on connection: PostgresConnection
+    ) async throws {
         try await connection.query(
             """
             UPDATE deliveries SET status = \(status), leased_until = NULL, provider_status = \(providerStatus),
@@ -174,7 +201,9 @@ package struct NotificationStore: Sendable {
         )
     }
 
-    private func giveUp(_ attempt: Attempt, status: Int?, answer: String, reason: String, on connection: PostgresConnection) async throws {
+    private func giveUp(
+        _ attempt: Attempt, status: Int?, answer: String, reason: String, on connection: PostgresConnection
+    ) async throws {
         try await update(attempt.deliveryId, status: "failed", providerStatus: status, answer: answer, on: connection)
         try await connection.query(
             """
@@ -183,7 +212,8 @@ package struct NotificationStore: Sendable {
                     \(reason + ": " + String(answer.prefix(500))))
             """, logger: logger
         )
-        logger.warning("push failed for good", metadata: ["delivery.id": "\(attempt.deliveryId)", "reason": "\(reason)"])
+        logger.warning(
+            "push failed for good", metadata: ["delivery.id": "\(attempt.deliveryId)", "reason": "\(reason)"])
         try await announceIfAllFailed(attempt, reason: reason, on: connection)
     }
 
@@ -207,7 +237,8 @@ package struct NotificationStore: Sendable {
     }
 
     /// When no delivery of the notification is left under way and none was sent: failed (PushFailed, once).
-    private func announceIfAllFailed(_ attempt: Attempt, reason: String, on connection: PostgresConnection) async throws {
+    private func announceIfAllFailed(_ attempt: Attempt, reason: String, on connection: PostgresConnection) async throws
+    {
         let notificationId = attempt.message.notificationId
         let rows = try await connection.query(
             """
@@ -220,7 +251,8 @@ package struct NotificationStore: Sendable {
         for try await _ in rows {
             try await outbox.enqueue(
                 PushFailed(
-                    notificationId: notificationId, userId: attempt.userId, kind: attempt.message.kind, correlationId: attempt.correlationId,
+                    notificationId: notificationId, userId: attempt.userId, kind: attempt.message.kind,
+                    correlationId: attempt.correlationId,
                     reason: reason, failedAt: Date()
                 ),
                 aggregateId: attempt.userId, on: connection, logger: logger
@@ -242,7 +274,10 @@ package final class PushDispatcher: Service {
     private let stream: AsyncStream<Int64>
     private let continuation: AsyncStream<Int64>.Continuation
 
-    package init(store: NotificationStore, database: Database, providers: [DevicePlatform: any PushProvider], concurrency: Int, logger: Logger) {
+    package init(
+        store: NotificationStore, database: Database, providers: [DevicePlatform: any PushProvider], concurrency: Int,
+        logger: Logger
+    ) {
         self.store = store
         self.database = database
         self.providers = providers

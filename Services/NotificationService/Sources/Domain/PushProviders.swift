@@ -1,8 +1,8 @@
 import AsyncHTTPClient
 import Contracts
 import Foundation
-import Kafka
 import JWTKit
+import Kafka
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -63,12 +63,16 @@ package struct LogPushProvider: PushProvider {
 /// A status and the Retry-After it came with, as a retry outcome (or nil if the status is not worth a retry).
 func retryOutcome(status: Int, headers: HTTPHeaders, answer: String) -> PushOutcome? {
     guard status == 429 || status >= 500 else { return nil }
-    let after = headers.first(name: "Retry-After").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { Duration.seconds($0) }
+    let after = headers.first(name: "Retry-After").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map {
+        Duration.seconds($0)
+    }
     return .retry(status: status, answer: answer, after: after)
 }
 
 /// Runs `request` and reads at most 64 KiB of the answer; a transport failure or time-out is a retry.
-func exchange(_ request: HTTPClientRequest, client: HTTPClient, timeout: Duration) async -> Result<(Int, HTTPHeaders, String), PushTransportError> {
+func exchange(_ request: HTTPClientRequest, client: HTTPClient, timeout: Duration) async -> Result<
+    (Int, HTTPHeaders, String), PushTransportError
+> {
     do {
         let response = try await client.execute(request, timeout: .milliseconds(timeout.milliseconds))
         let body = try await response.body.collect(upTo: 64 * 1024)
@@ -130,7 +134,9 @@ package final class FCMProvider: PushProvider {
     let keys: JWTKeyCollection
     private let cached = Mutex<(token: String, expiresAt: Date)?>(nil)
 
-    package init(account: ServiceAccount, baseURL: String, tokenURL: String?, client: HTTPClient, timeout: Duration) async throws {
+    package init(account: ServiceAccount, baseURL: String, tokenURL: String?, client: HTTPClient, timeout: Duration)
+        async throws
+    {
         self.account = account
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.tokenURL = tokenURL ?? account.tokenURI
@@ -146,14 +152,17 @@ package final class FCMProvider: PushProvider {
         let issuedAt = Int(now.timeIntervalSince1970)
         let assertion = try await keys.sign(
             Assertion(
-                iss: account.clientEmail, scope: "https://www.googleapis.com/auth/firebase.messaging", aud: tokenURL, iat: issuedAt,
+                iss: account.clientEmail, scope: "https://www.googleapis.com/auth/firebase.messaging", aud: tokenURL,
+                iat: issuedAt,
                 exp: issuedAt + 3600
             )
         )
         var request = HTTPClientRequest(url: tokenURL)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
-        request.body = .bytes(ByteBuffer(string: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"))
+        request.body = .bytes(
+            ByteBuffer(
+                string: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"))
         let (status, _, answer) = try await exchange(request, client: client, timeout: timeout).get()
         guard status == 200, let token = try? JSONDecoder().decode(AccessToken.self, from: Data(answer.utf8)) else {
             throw PushTransportError(description: "the FCM token endpoint answered \(status): \(answer.prefix(200))")
@@ -200,7 +209,9 @@ package final class FCMProvider: PushProvider {
                 return .retry(status: status, answer: answer, after: .zero)
             }
             if let retry = retryOutcome(status: status, headers: headers, answer: answer) { return retry }
-            if answer.contains("UNREGISTERED") || (answer.contains("INVALID_ARGUMENT") && answer.localizedCaseInsensitiveContains("token")) {
+            if answer.contains("UNREGISTERED")
+                || (answer.contains("INVALID_ARGUMENT") && answer.localizedCaseInsensitiveContains("token"))
+            {
                 return .invalidToken(status: status, answer: answer)
             }
             return .failed(status: status, answer: answer)
@@ -226,7 +237,8 @@ package final class APNsProvider: PushProvider {
     private let cached = Mutex<(token: String, issuedAt: Date)?>(nil)
 
     package init(
-        privateKeyPEM: String, keyId: String, teamId: String, topic: String, baseURL: String, client: HTTPClient, timeout: Duration,
+        privateKeyPEM: String, keyId: String, teamId: String, topic: String, baseURL: String, client: HTTPClient,
+        timeout: Duration,
         refreshAfter: Duration = .seconds(50 * 60)
     ) async throws {
         self.keyId = keyId
@@ -248,8 +260,11 @@ package final class APNsProvider: PushProvider {
 
     /// The provider token, signed again once it is `refreshAfter` old.
     func providerToken(now: Date = Date()) async throws -> String {
-        if let cached = cached.withLock({ $0 }), now.timeIntervalSince(cached.issuedAt) < refreshAfter { return cached.token }
-        let token = try await keys.sign(ProviderClaims(iss: teamId, iat: Int(now.timeIntervalSince1970)), kid: JWKIdentifier(string: keyId))
+        if let cached = cached.withLock({ $0 }), now.timeIntervalSince(cached.issuedAt) < refreshAfter {
+            return cached.token
+        }
+        let token = try await keys.sign(
+            ProviderClaims(iss: teamId, iat: Int(now.timeIntervalSince1970)), kid: JWKIdentifier(string: keyId))
         cached.withLock { $0 = (token, now) }
         return token
     }
@@ -277,7 +292,9 @@ package final class APNsProvider: PushProvider {
         request.headers.add(name: "apns-priority", value: message.priority == .high ? "10" : "5")
         let expiration = message.ttlSeconds.map { Int(Date().timeIntervalSince1970) + $0 } ?? 0
         request.headers.add(name: "apns-expiration", value: String(expiration))
-        if let collapseKey = message.collapseKey { request.headers.add(name: "apns-collapse-id", value: String(collapseKey.prefix(64))) }
+        if let collapseKey = message.collapseKey {
+            request.headers.add(name: "apns-collapse-id", value: String(collapseKey.prefix(64)))
+        }
         request.headers.add(name: "content-type", value: "application/json")
         request.body = .bytes(ByteBuffer(data: body(message)))
         switch await exchange(request, client: client, timeout: timeout) {

@@ -81,7 +81,8 @@ struct NotificationRoutes: Sendable {
             let token = try context.parameters.require("token")
             let removed = try await database.withConnection { connection in
                 let rows = try await connection.query(
-                    "DELETE FROM devices WHERE token = \(token) AND user_id = \(identity.userId) RETURNING token", logger: database.logger
+                    "DELETE FROM devices WHERE token = \(token) AND user_id = \(identity.userId) RETURNING token",
+                    logger: database.logger
                 )
                 var removed = false
                 for try await _ in rows { removed = true }
@@ -97,7 +98,9 @@ struct NotificationRoutes: Sendable {
             }
             let userId = try Validate.identifier(userText, "userId")
             let limitText = request.uri.queryParameters["limit"].map(String.init) ?? "20"
-            guard let limit = Int(limitText), (1...100).contains(limit) else { throw APIError.validation("'limit' must be 1 to 100") }
+            guard let limit = Int(limitText), (1...100).contains(limit) else {
+                throw APIError.validation("'limit' must be 1 to 100")
+            }
             return try await database.withConnection { connection in
                 try await log(userId: userId, limit: limit, on: connection)
             }
@@ -144,7 +147,8 @@ struct NotificationRoutes: Sendable {
         {
             notifications.append(
                 NotificationView(
-                    notificationId: id, kind: kind, title: title, body: body, priority: priority, sound: sound, ttlSeconds: ttlSeconds,
+                    notificationId: id, kind: kind, title: title, body: body, priority: priority, sound: sound,
+                    ttlSeconds: ttlSeconds,
                     data: pushData(fromJSON: dataText), status: status, createdAt: createdAt, deliveries: []
                 )
             )
@@ -161,7 +165,8 @@ struct NotificationRoutes: Sendable {
             {
                 notifications[index].deliveries.append(
                     DeliveryView(
-                        token: token, platform: platform, status: status, attempts: attempts, providerStatus: providerStatus, providerAnswer: answer,
+                        token: token, platform: platform, status: status, attempts: attempts,
+                        providerStatus: providerStatus, providerAnswer: answer,
                         updatedAt: updatedAt
                     )
                 )

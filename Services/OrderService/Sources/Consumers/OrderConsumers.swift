@@ -30,17 +30,21 @@ package struct RiderAssignmentConsumer: Sendable {
             try await refuse(accepted, status: order.status.rawValue, order: order, on: connection)
             return
         }
-        _ = try await workflow.apply(.assignRider(accepted.rider), to: orderId, by: nil, offerId: accepted.offerId, on: connection)
+        _ = try await workflow.apply(
+            .assignRider(accepted.rider), to: orderId, by: nil, offerId: accepted.offerId, on: connection)
     }
 
-    private func refuse(_ accepted: OfferAccepted, status: String, order: OrderView?, on connection: PostgresConnection) async throws {
+    private func refuse(_ accepted: OfferAccepted, status: String, order: OrderView?, on connection: PostgresConnection)
+        async throws
+    {
         let refusal = EventEnvelope(
             aggregateId: accepted.orderId,
             payload: RiderAssignmentRefused(
                 orderId: accepted.orderId, offerId: accepted.offerId, riderId: accepted.rider.id, orderStatus: status
             )
         )
-        store.logger.info("refused a rider assignment", metadata: ["order.id": "\(accepted.orderId)", "order.status": "\(status)"])
+        store.logger.info(
+            "refused a rider assignment", metadata: ["order.id": "\(accepted.orderId)", "order.status": "\(status)"])
         guard var order else {
             try await store.outbox.enqueue(refusal, on: connection, logger: store.logger)
             return

@@ -69,7 +69,8 @@ package enum OrderRuleViolation: Error, Equatable, Sendable {
 /// Cancelled from any non-final state; who may do what, and when. Pure: no I/O.
 package enum OrderRules {
     /// The order after `action` by `actor`, or why not.
-    package static func apply(_ action: OrderAction, to order: OrderSnapshot, by actor: OrderActor?) throws(OrderRuleViolation)
+    package static func apply(_ action: OrderAction, to order: OrderSnapshot, by actor: OrderActor?)
+        throws(OrderRuleViolation)
         -> OrderSnapshot
     {
         var next = order
@@ -97,7 +98,9 @@ package enum OrderRules {
         case .deliver:
             try requireAssignedRider(actor, of: order)
             try require(order, in: [.inTransit])
-            if order.paymentMode == .prepaid, order.requiresPhotoProof, !order.hasProofPhoto { throw .proofPhotoRequired }
+            if order.paymentMode == .prepaid, order.requiresPhotoProof, !order.hasProofPhoto {
+                throw .proofPhotoRequired
+            }
             next.status = .delivered
         case .uploadProofPhoto:
             try requireAssignedRider(actor, of: order)

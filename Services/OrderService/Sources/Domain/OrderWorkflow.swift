@@ -45,7 +45,8 @@ package struct OrderWorkflow: Sendable {
         let sequence = order.version
         switch action {
         case .accept:
-            try await record(OrderAccepted(orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id))
+            try await record(
+                OrderAccepted(orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id))
         case .markReady:
             try await record(
                 OrderReadyForPickup(
@@ -56,7 +57,9 @@ package struct OrderWorkflow: Sendable {
             )
         case .arrive:
             try await record(
-                RiderArrivedAtStore(orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, riderId: actor?.id ?? "")
+                RiderArrivedAtStore(
+                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id,
+                    riderId: actor?.id ?? "")
             )
         case .pickUp:
             let rider = order.rider ?? PersonRef(id: actor?.id ?? "", name: "")
@@ -72,14 +75,16 @@ package struct OrderWorkflow: Sendable {
         case .deliver:
             try await record(
                 OrderDelivered(
-                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, riderId: order.rider?.id ?? "",
+                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id,
+                    riderId: order.rider?.id ?? "",
                     deliveredAt: now
                 )
             )
         case .cancel:
             try await record(
                 OrderCancelled(
-                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, riderId: order.rider?.id,
+                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id,
+                    riderId: order.rider?.id,
                     cancelledBy: actor?.role ?? .admin, reason: reason
                 )
             )
@@ -93,7 +98,9 @@ package struct OrderWorkflow: Sendable {
                 )
             } else {
                 try await record(
-                    RiderAssigned(orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, offerId: offerId, rider: rider)
+                    RiderAssigned(
+                        orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, offerId: offerId,
+                        rider: rider)
                 )
             }
         case .uploadProofPhoto:
@@ -122,7 +129,9 @@ package struct OrderWorkflow: Sendable {
         )
     }
 
-    private func startPickupSaga(order: OrderView, rider: PersonRef, pickupEventId: UUID, on connection: PostgresConnection)
+    private func startPickupSaga(
+        order: OrderView, rider: PersonRef, pickupEventId: UUID, on connection: PostgresConnection
+    )
         async throws
     {
         let push = Self.pickupNotification(order: order, rider: rider)
@@ -143,11 +152,13 @@ package struct OrderWorkflow: Sendable {
         case .notAssignedRider:
             APIError.forbidden("you are not the rider assigned to this order", code: .notAssignedRider)
         case .cancelled:
-            APIError.conflict(.orderCancelled, "the order was cancelled", details: ["currentState": OrderStatus.cancelled.rawValue])
+            APIError.conflict(
+                .orderCancelled, "the order was cancelled", details: ["currentState": OrderStatus.cancelled.rawValue])
         case .stateConflict(let current, let allowed):
             APIError.conflict(
                 .orderStateConflict,
-                "the order is \(current.rawValue); this needs " + (allowed.isEmpty ? "another state" : allowed.map(\.rawValue).joined(separator: " or ")),
+                "the order is \(current.rawValue); this needs "
+                    + (allowed.isEmpty ? "another state" : allowed.map(\.rawValue).joined(separator: " or ")),
                 details: ["currentState": current.rawValue]
             )
         case .riderNotArrived:
@@ -156,7 +167,8 @@ package struct OrderWorkflow: Sendable {
                 details: ["currentState": OrderStatus.readyForPickup.rawValue]
             )
         case .proofPhotoRequired:
-            APIError.unprocessable(.proofPhotoRequired, "this prepaid order needs a photo proof of delivery before it is delivered")
+            APIError.unprocessable(
+                .proofPhotoRequired, "this prepaid order needs a photo proof of delivery before it is delivered")
         }
     }
 }

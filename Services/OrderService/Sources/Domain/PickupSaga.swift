@@ -87,7 +87,8 @@ package struct PickupSagas: Sendable {
                 steps: .init(
                     trackingStarted: .init(done: tracking != nil, at: tracking, failure: nil),
                     customerNotified: .init(
-                        done: notified != nil, at: notified, failure: try cells["customer_notification_failure"].decode(String?.self)
+                        done: notified != nil, at: notified,
+                        failure: try cells["customer_notification_failure"].decode(String?.self)
                     ),
                     vendorUpdated: .init(done: vendor != nil, at: vendor, failure: nil)
                 ),
@@ -113,9 +114,12 @@ package struct PickupSagas: Sendable {
 
     /// The customer's push failed for good: recorded, and never republished (the notification service already
     /// retried). Once the other steps reported, the saga ends failed.
-    package func recordNotificationFailure(of orderId: UUID, reason: String, on connection: PostgresConnection) async throws {
+    package func recordNotificationFailure(of orderId: UUID, reason: String, on connection: PostgresConnection)
+        async throws
+    {
         try await connection.query(
-            "UPDATE pickup_sagas SET customer_notification_failure = \(reason) WHERE order_id = \(orderId)", logger: store.logger
+            "UPDATE pickup_sagas SET customer_notification_failure = \(reason) WHERE order_id = \(orderId)",
+            logger: store.logger
         )
         try await settle(orderId, on: connection)
     }
@@ -140,7 +144,8 @@ package struct PickupSagas: Sendable {
     /// within `stepTimeout`: the pickup event (tracking, vendor) and the push request (customer). A saga already
     /// republished `maximumRepublishes` times ends failed instead, naming the steps that never reported. Returns
     /// how many sagas it republished for or failed.
-    package func republishStalled(stepTimeout: Duration, maximumRepublishes: Int, limit: Int = 100) async throws -> Int {
+    package func republishStalled(stepTimeout: Duration, maximumRepublishes: Int, limit: Int = 100) async throws -> Int
+    {
         let timeoutMilliseconds = stepTimeout.milliseconds
         return try await database.transaction { connection in
             let rows = try await connection.query(

@@ -63,7 +63,9 @@ package enum ServiceRequestRules {
         return next
     }
 
-    private static func require(_ request: ServiceRequestSnapshot, in allowed: [ServiceRequestStatus]) throws(ServiceRequestRuleViolation) {
+    private static func require(_ request: ServiceRequestSnapshot, in allowed: [ServiceRequestStatus])
+        throws(ServiceRequestRuleViolation)
+    {
         guard allowed.contains(request.status) else { throw .stateConflict(current: request.status, allowed: allowed) }
     }
 }

@@ -24,7 +24,8 @@ package struct OrderView: Codable, Sendable, Equatable {
     /// What the rules need to decide a transition.
     package var snapshot: OrderSnapshot {
         OrderSnapshot(
-            status: status, customerId: customerId, vendorId: vendor.id, rider: rider, riderArrived: riderArrivedAt != nil,
+            status: status, customerId: customerId, vendorId: vendor.id, rider: rider,
+            riderArrived: riderArrivedAt != nil,
             paymentMode: paymentMode, requiresPhotoProof: requiresPhotoProof, hasProofPhoto: proofPhoto != nil
         )
     }

@@ -35,7 +35,9 @@ package struct OrderStore: Sendable {
         let rows = try await connection.query(
             "SELECT id, name, address_line1, area, lat, lng FROM vendors WHERE id = \(id)", logger: logger
         )
-        for try await (id, name, line1, area, lat, lng) in rows.decode((String, String, String, String, Double, Double).self) {
+        for try await (id, name, line1, area, lat, lng) in rows.decode(
+            (String, String, String, String, Double, Double).self)
+        {
             return VendorView(id: id, name: name, address: Address(line1: line1, area: area, lat: lat, lng: lng))
         }
         return nil
@@ -58,7 +60,8 @@ package struct OrderStore: Sendable {
 
     /// The order, locked for the rest of the transaction when `forUpdate`.
     /// - Throws: 404 `NOT_FOUND` if there is none.
-    package func order(_ id: UUID, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> OrderView {
+    package func order(_ id: UUID, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> OrderView
+    {
         let lock: PostgresQuery = forUpdate ? "FOR UPDATE OF o" : ""
         var query: PostgresQuery = """
             SELECT o.id, o.status, o.customer_id, v.id AS vendor_id, v.name AS vendor_name, v.address_line1 AS vendor_line1,
@@ -88,12 +91,14 @@ package struct OrderStore: Sendable {
             vendor: VendorRef(
                 id: try cells["vendor_id"].decode(String.self), name: try cells["vendor_name"].decode(String.self),
                 address: Address(
-                    line1: try cells["vendor_line1"].decode(String.self), area: try cells["vendor_area"].decode(String.self),
+                    line1: try cells["vendor_line1"].decode(String.self),
+                    area: try cells["vendor_area"].decode(String.self),
                     lat: try cells["vendor_lat"].decode(Double.self), lng: try cells["vendor_lng"].decode(Double.self)
                 )
             ),
             deliveryAddress: Address(
-                line1: try cells["delivery_line1"].decode(String.self), area: try cells["delivery_area"].decode(String.self),
+                line1: try cells["delivery_line1"].decode(String.self),
+                area: try cells["delivery_area"].decode(String.self),
                 lat: try cells["delivery_lat"].decode(Double.self), lng: try cells["delivery_lng"].decode(Double.self)
             ),
             paymentMode: PaymentMode(rawValue: try cells["payment_mode"].decode(String.self)) ?? .prepaid,
@@ -124,7 +129,9 @@ package struct OrderStore: Sendable {
         )
     }
 
-    package func insertProofPhoto(orderId: UUID, contentType: String, bytes: ByteBuffer, riderId: String, on connection: PostgresConnection)
+    package func insertProofPhoto(
+        orderId: UUID, contentType: String, bytes: ByteBuffer, riderId: String, on connection: PostgresConnection
+    )
         async throws
     {
         try await connection.query(
@@ -140,7 +147,8 @@ package struct OrderStore: Sendable {
 
     /// Appends `envelope` to the event log of its aggregate (as entry `sequence`) and to the outbox.
     package func record<Payload: EventPayload>(
-        _ envelope: EventEnvelope<Payload>, aggregateType: String, sequence: Int, actor: OrderActor?, on connection: PostgresConnection
+        _ envelope: EventEnvelope<Payload>, aggregateType: String, sequence: Int, actor: OrderActor?,
+        on connection: PostgresConnection
     ) async throws {
         let json = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
         try await connection.query(
@@ -167,7 +175,8 @@ package struct OrderStore: Sendable {
         {
             events.append(
                 OrderEventView(
-                    sequence: sequence, eventId: eventId.uuidString.lowercased(), type: type, actorId: actorId, actorRole: actorRole,
+                    sequence: sequence, eventId: eventId.uuidString.lowercased(), type: type, actorId: actorId,
+                    actorRole: actorRole,
                     occurredAt: occurredAt, payload: (try? JSONValue.parse(payload)) ?? .null
                 )
             )
@@ -177,7 +186,8 @@ package struct OrderStore: Sendable {
 
     /// The published envelope of an event, to republish it unchanged.
     package func envelope(eventId: UUID, on connection: PostgresConnection) async throws -> String? {
-        let rows = try await connection.query("SELECT envelope::text FROM order_events WHERE event_id = \(eventId)", logger: logger)
+        let rows = try await connection.query(
+            "SELECT envelope::text FROM order_events WHERE event_id = \(eventId)", logger: logger)
         for try await envelope in rows.decode(String.self) { return envelope }
         return nil
     }
@@ -217,7 +227,9 @@ package struct OrderStore: Sendable {
                     lat: try cells["lat"].decode(Double.self), lng: try cells["lng"].decode(Double.self)
                 ),
                 description: try cells["description"].decode(String.self),
-                technician: technicianId.map { PersonRef(id: $0, name: (try? cells["technician_name"].decode(String?.self)) ?? nil ?? "") },
+                technician: technicianId.map {
+                    PersonRef(id: $0, name: (try? cells["technician_name"].decode(String?.self)) ?? nil ?? "")
+                },
                 version: try cells["version"].decode(Int.self),
                 createdAt: try cells["created_at"].decode(Date.self),
                 updatedAt: try cells["updated_at"].decode(Date.self)

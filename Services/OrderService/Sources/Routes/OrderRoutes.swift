@@ -46,7 +46,8 @@ package struct OrderRoutes: Sendable {
         api.get("orders/:id/saga") { _, context in try await saga(context) }
         api.post("orders/:id/proof-photo") { request, context in try await uploadProofPhoto(request, context) }
         let transitions: [(String, OrderAction)] = [
-            ("accept", .accept), ("ready", .markReady), ("arrived", .arrive), ("pickup", .pickUp), ("deliver", .deliver),
+            ("accept", .accept), ("ready", .markReady), ("arrived", .arrive), ("pickup", .pickUp),
+            ("deliver", .deliver),
             ("cancel", .cancel),
         ]
         for (path, action) in transitions {
@@ -96,7 +97,8 @@ package struct OrderRoutes: Sendable {
             let order = OrderView(
                 id: UUID().uuidString.lowercased(), status: .pendingVendorAcceptance, customerId: identity.userId,
                 vendor: VendorRef(id: vendor.id, name: vendor.name, address: vendor.address), deliveryAddress: address,
-                paymentMode: input.paymentMode, totalAmount: input.totalAmount, requiresPhotoProof: input.requiresPhotoProof,
+                paymentMode: input.paymentMode, totalAmount: input.totalAmount,
+                requiresPhotoProof: input.requiresPhotoProof,
                 rider: nil, riderArrivedAt: nil, proofPhoto: nil, version: 1, createdAt: now, updatedAt: now
             )
             try await store.insertOrder(order, on: connection)
@@ -106,10 +108,12 @@ package struct OrderRoutes: Sendable {
                     aggregateId: orderId, occurredAt: now,
                     payload: OrderCreated(
                         orderId: orderId, customerId: order.customerId, vendor: order.vendor, deliveryAddress: address,
-                        paymentMode: order.paymentMode, totalAmount: order.totalAmount, requiresPhotoProof: order.requiresPhotoProof
+                        paymentMode: order.paymentMode, totalAmount: order.totalAmount,
+                        requiresPhotoProof: order.requiresPhotoProof
                     )
                 ),
-                aggregateType: "order", sequence: 1, actor: OrderActor(id: identity.userId, role: identity.role), on: connection
+                aggregateType: "order", sequence: 1, actor: OrderActor(id: identity.userId, role: identity.role),
+                on: connection
             )
             return order
         }
@@ -132,7 +136,9 @@ package struct OrderRoutes: Sendable {
 
     func events(_ context: ServiceRequestContext) async throws -> EventLog {
         let order = try await visibleOrder(context)
-        let events = try await database.withConnection { try await store.events(of: UUID(uuidString: order.id)!, on: $0) }
+        let events = try await database.withConnection {
+            try await store.events(of: UUID(uuidString: order.id)!, on: $0)
+        }
         return EventLog(orderId: order.id, events: events)
     }
 
@@ -148,7 +154,9 @@ package struct OrderRoutes: Sendable {
         }
     }
 
-    func transition(_ action: OrderAction, _ request: Request, _ context: ServiceRequestContext) async throws -> Response {
+    func transition(_ action: OrderAction, _ request: Request, _ context: ServiceRequestContext) async throws
+        -> Response
+    {
         let identity = try context.requireIdentity()
         let id = try context.parameters.require("id", as: UUID.self)
         let body = try await request.collectBody(upTo: 16 * 1024)
@@ -193,9 +201,12 @@ package struct OrderRoutes: Sendable {
         let idempotency = try IdempotentRequest(request: request, body: bytes, userId: identity.userId)
         return try await database.idempotentTransaction(idempotency, status: .created) { connection in
             _ = try await workflow.apply(.uploadProofPhoto, to: id, by: actor, on: connection)
-            try await store.insertProofPhoto(orderId: id, contentType: contentType, bytes: bytes, riderId: identity.userId, on: connection)
+            try await store.insertProofPhoto(
+                orderId: id, contentType: contentType, bytes: bytes, riderId: identity.userId, on: connection)
             let order = try await store.order(id, on: connection)
-            guard let photo = order.proofPhoto else { throw APIError(.internalServerError, code: .internalError, message: "photo not stored") }
+            guard let photo = order.proofPhoto else {
+                throw APIError(.internalServerError, code: .internalError, message: "photo not stored")
+            }
             return ProofPhotoUploaded(orderId: order.id, proofPhoto: photo)
         }
     }

@@ -58,7 +58,8 @@ package struct ServiceRequestRoutes: Sendable {
         return try await database.idempotentTransaction(idempotency, status: .created) { connection in
             let now = Date()
             let view = ServiceRequestView(
-                id: UUID().uuidString.lowercased(), status: .requested, customerId: identity.userId, serviceAddress: address, description: description,
+                id: UUID().uuidString.lowercased(), status: .requested, customerId: identity.userId,
+                serviceAddress: address, description: description,
                 technician: nil, version: 1, createdAt: now, updatedAt: now
             )
             try await store.insertServiceRequest(view, on: connection)
@@ -66,9 +67,11 @@ package struct ServiceRequestRoutes: Sendable {
             try await store.record(
                 EventEnvelope(
                     aggregateId: id, occurredAt: now,
-                    payload: ServiceRequestCreated(requestId: id, customerId: identity.userId, serviceAddress: address, description: description)
+                    payload: ServiceRequestCreated(
+                        requestId: id, customerId: identity.userId, serviceAddress: address, description: description)
                 ),
-                aggregateType: "service_request", sequence: 1, actor: OrderActor(id: identity.userId, role: identity.role),
+                aggregateType: "service_request", sequence: 1,
+                actor: OrderActor(id: identity.userId, role: identity.role),
                 on: connection
             )
             return view
@@ -96,7 +99,9 @@ package struct ServiceRequestRoutes: Sendable {
 
     func events(_ context: ServiceRequestContext) async throws -> EventLog {
         let view = try await visible(context)
-        let events = try await database.withConnection { try await store.events(of: UUID(uuidString: view.id)!, on: $0) }
+        let events = try await database.withConnection {
+            try await store.events(of: UUID(uuidString: view.id)!, on: $0)
+        }
         return EventLog(requestId: view.id, events: events)
     }
 
@@ -118,7 +123,8 @@ package struct ServiceRequestRoutes: Sendable {
                 case .stateConflict(let current, let allowed):
                     throw APIError.conflict(
                         .serviceRequestStateConflict,
-                        "the request is \(current.rawValue); this needs " + allowed.map(\.rawValue).joined(separator: " or "),
+                        "the request is \(current.rawValue); this needs "
+                            + allowed.map(\.rawValue).joined(separator: " or "),
                         details: ["currentState": current.rawValue]
                     )
                 }
@@ -135,7 +141,8 @@ package struct ServiceRequestRoutes: Sendable {
                     EventEnvelope(
                         aggregateId: requestId, occurredAt: now,
                         payload: ServiceRequestAssigned(
-                            requestId: requestId, customerId: view.customerId, technician: technician, serviceAddress: view.serviceAddress
+                            requestId: requestId, customerId: view.customerId, technician: technician,
+                            serviceAddress: view.serviceAddress
                         )
                     ),
                     aggregateType: "service_request", sequence: view.version, actor: actor, on: connection
@@ -145,7 +152,8 @@ package struct ServiceRequestRoutes: Sendable {
                     EventEnvelope(
                         aggregateId: requestId, occurredAt: now,
                         payload: ServiceRequestStatusChanged(
-                            requestId: requestId, customerId: view.customerId, technician: view.technician, status: view.status,
+                            requestId: requestId, customerId: view.customerId, technician: view.technician,
+                            status: view.status,
                             serviceAddress: view.serviceAddress
                         )
                     ),
