@@ -1,13 +1,8 @@
 /// A stable, machine-readable error code, sent as `{"error":{"code":...,"message":...}}`. Apps switch on the
 /// code, never on the message. Extensible: a service may define its own with `ErrorCode("SOME_CODE")`.
-package struct ErrorCode: RawRepresentable, Hashable, Codable, Sendable, CustomStringConvertible,
-    ExpressibleByStringLiteral
-{
+package struct ErrorCode: StringVocabulary {
     package var rawValue: String
     package init(rawValue: String) { self.rawValue = rawValue }
-    package init(_ rawValue: String) { self.rawValue = rawValue }
-    package init(stringLiteral value: String) { self.rawValue = value }
-    package var description: String { rawValue }
 
     // Requests and authentication
     package static let badRequest: ErrorCode = "BAD_REQUEST"
@@ -56,4 +51,18 @@ package struct ErrorCode: RawRepresentable, Hashable, Codable, Sendable, CustomS
     package static let offerRescinded: ErrorCode = "OFFER_RESCINDED"
     package static let offerNotPending: ErrorCode = "OFFER_NOT_PENDING"
     package static let riderOnDelivery: ErrorCode = "RIDER_ON_DELIVERY"
+}
+
+/// A typed, extensible vocabulary of strings (error codes, push kinds): the system's words are static members, a
+/// service may add its own with `init(_:)`, and JSON carries the plain string.
+package protocol StringVocabulary: RawRepresentable, Hashable, Codable, Sendable, CustomStringConvertible,
+    ExpressibleByStringLiteral
+where RawValue == String {
+    init(rawValue: String)
+}
+
+extension StringVocabulary {
+    package init(_ rawValue: String) { self.init(rawValue: rawValue) }
+    package init(stringLiteral value: String) { self.init(rawValue: value) }
+    package var description: String { rawValue }
 }

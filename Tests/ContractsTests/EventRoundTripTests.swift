@@ -114,6 +114,19 @@ struct EventRoundTripTests {
         )
     }
 
+    @Test("vocabularies (push kinds, error codes) travel as plain strings, and unknown ones are kept")
+    func vocabulariesArePlainStrings() throws {
+        let push = PushRequested(
+            notificationId: "n-1", userId: "c-1", kind: .orderPickedUp, title: "On the way", body: "Your order",
+            data: [:], priority: .high)
+        let json = String(decoding: try ContractCoding.encode(push), as: UTF8.self)
+        #expect(json.contains(#""kind":"order_picked_up""#), "\(json)")
+        let custom = try ContractCoding.decode(
+            PushRequested.self, from: Data(json.replacingOccurrences(of: "order_picked_up", with: "promo").utf8))
+        #expect(custom.kind == PushKind("promo"))
+        #expect(String(decoding: try ContractCoding.encode([ErrorCode.notFound]), as: UTF8.self) == #"["NOT_FOUND"]"#)
+    }
+
     @Test("dates without fractional seconds are accepted")
     func datesWithoutFraction() throws {
         let json = #"{"orderId":"o-1","riderId":"r-1","offerId":"of-1","expiresAt":"2026-11-21T10:15:00Z"}"#

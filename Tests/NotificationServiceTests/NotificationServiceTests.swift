@@ -126,7 +126,7 @@ struct NotificationHarness: Sendable {
     }
 }
 
-func request(_ userId: String, id: String = UUID().uuidString, kind: String = "offer") -> PushRequested {
+func request(_ userId: String, id: String = UUID().uuidString, kind: PushKind = .offer) -> PushRequested {
     PushRequested(
         notificationId: id, userId: userId, kind: kind, title: "New delivery offer",
         body: "New delivery offer! Earn an estimated ₹65.",

@@ -6,6 +6,22 @@ package enum PushPriority: String, Codable, Sendable, CaseIterable {
     case normal
 }
 
+/// What a push is about, sent in the notification events and kept in the notification log. Extensible like
+/// ``ErrorCode``: the notification service pushes any kind; the system's own are the static members.
+package struct PushKind: StringVocabulary {
+    package var rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
+
+    /// A rider's new offer (allocation).
+    package static let offer: PushKind = "offer"
+    /// A chat message for an app in the background (chat).
+    package static let chatMessage: PushKind = "chat_message"
+    /// The customer's order was picked up (order, a step of the pickup saga).
+    package static let orderPickedUp: PushKind = "order_picked_up"
+    /// A technician's travel mode switched itself off after the time limit (location).
+    package static let travelModeOff: PushKind = "travel_mode_off"
+}
+
 /// Ask the Notification service to push to every device of a user (notifications.requests, keyed by user id).
 package struct PushRequested: EventPayload {
     package static let eventType = "PushRequested"
@@ -13,8 +29,8 @@ package struct PushRequested: EventPayload {
     /// Deduplication key: the same id is pushed once.
     package var notificationId: String
     package var userId: String
-    /// What it is about, e.g. `order_picked_up`, `offer`, `chat_message`.
-    package var kind: String
+    /// What it is about, e.g. ``PushKind/orderPickedUp``.
+    package var kind: PushKind
     package var title: String
     package var body: String
     /// Passed to the app as is; holds the deep link (`link`) and ids.
@@ -26,7 +42,7 @@ package struct PushRequested: EventPayload {
     /// Echoed in PushSent / PushFailed so the requester can match the outcome (e.g. the order id).
     package var correlationId: String?
     package init(
-        notificationId: String, userId: String, kind: String, title: String, body: String, data: [String: String],
+        notificationId: String, userId: String, kind: PushKind, title: String, body: String, data: [String: String],
         priority: PushPriority, collapseKey: String? = nil, ttlSeconds: Int? = nil, sound: String? = nil,
         correlationId: String? = nil
     ) {
@@ -49,12 +65,12 @@ package struct PushSent: EventPayload {
     package static let topic = Topic.notificationsEvents
     package var notificationId: String
     package var userId: String
-    package var kind: String
+    package var kind: PushKind
     package var correlationId: String?
     package var deviceCount: Int
     package var sentAt: Date
     package init(
-        notificationId: String, userId: String, kind: String, correlationId: String?, deviceCount: Int, sentAt: Date
+        notificationId: String, userId: String, kind: PushKind, correlationId: String?, deviceCount: Int, sentAt: Date
     ) {
         self.notificationId = notificationId
         self.userId = userId
@@ -70,12 +86,12 @@ package struct PushFailed: EventPayload {
     package static let topic = Topic.notificationsEvents
     package var notificationId: String
     package var userId: String
-    package var kind: String
+    package var kind: PushKind
     package var correlationId: String?
     package var reason: String
     package var failedAt: Date
     package init(
-        notificationId: String, userId: String, kind: String, correlationId: String?, reason: String, failedAt: Date
+        notificationId: String, userId: String, kind: PushKind, correlationId: String?, reason: String, failedAt: Date
     ) {
         self.notificationId = notificationId
         self.userId = userId

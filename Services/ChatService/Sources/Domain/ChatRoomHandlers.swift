@@ -166,7 +166,7 @@ package struct ChatHandlers: Sendable {
     static func push(for message: ChatMessageView, orderId: String, recipient: String) -> PushRequested {
         let preview = message.text.count > 100 ? String(message.text.prefix(97)) + "..." : message.text
         return PushRequested(
-            notificationId: "chat-\(orderId)-\(message.id)", userId: recipient, kind: "chat_message",
+            notificationId: "chat-\(orderId)-\(message.id)", userId: recipient, kind: .chatMessage,
             title: message.senderName,
             body: preview, data: ["link": "app://orders/\(orderId)/chat", "orderId": orderId, "messageId": message.id],
             priority: .high, collapseKey: "chat-\(orderId)", ttlSeconds: 3600, correlationId: orderId

@@ -28,7 +28,7 @@ package struct NotificationStore: Sendable {
             """
             INSERT INTO notifications (notification_id, user_id, kind, title, body, data, priority, collapse_key, ttl_seconds, sound,
                                        correlation_id, status)
-            VALUES (\(request.notificationId), \(request.userId), \(request.kind), \(request.title), \(request.body), \(data)::jsonb,
+            VALUES (\(request.notificationId), \(request.userId), \(request.kind.rawValue), \(request.title), \(request.body), \(data)::jsonb,
                     \(request.priority.rawValue), \(request.collapseKey), \(request.ttlSeconds), \(request.sound), \(request.correlationId), 'pending')
             ON CONFLICT (notification_id) DO NOTHING RETURNING notification_id
             """, logger: logger
@@ -81,7 +81,7 @@ package struct NotificationStore: Sendable {
 
     /// Leases delivery `id` for an attempt if it is due (or its last lease ran out); nil if it is not.
     package func lease(_ id: Int64, on connection: PostgresConnection) async throws -> Attempt? {
-        let leaseSeconds = Double(settings.timeout.components.seconds) * 2 + 5
+        let leaseSeconds = settings.timeout.timeInterval * 2 + 5
         let rows = try await connection.query(
             """
             WITH leased AS (
@@ -106,7 +106,7 @@ package struct NotificationStore: Sendable {
                 collapseKey, ttl, sound, correlationId
             ) = row
             let message = PushMessage(
-                notificationId: notificationId, kind: kind, title: title, body: body,
+                notificationId: notificationId, kind: PushKind(kind), title: title, body: body,
                 data: pushData(fromJSON: data), priority: PushPriority(rawValue: priority) ?? .normal,
                 collapseKey: collapseKey, ttlSeconds: ttl, sound: sound
             )
@@ -159,7 +159,7 @@ package struct NotificationStore: Sendable {
             let delay = Self.retryDelay(
                 attempt: attempt.attempt, retryAfter: after, initial: settings.retryInitial,
                 maximum: settings.retryMaximum)
-            let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+            let seconds = delay.timeInterval
             try await connection.query(
                 """
                 UPDATE deliveries SET status = 'pending', next_attempt_at = now() + make_interval(secs => \(seconds)), leased_until = NULL,

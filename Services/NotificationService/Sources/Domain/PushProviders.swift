@@ -11,7 +11,7 @@ import Synchronization
 /// One push to one device.
 package struct PushMessage: Sendable, Equatable {
     package var notificationId: String
-    package var kind: String
+    package var kind: PushKind
     package var title: String
     package var body: String
     package var data: [String: String]
@@ -175,7 +175,7 @@ package final class FCMProvider: PushProvider {
         var android: [String: Any] = ["priority": message.priority == .high ? "HIGH" : "NORMAL"]
         if let ttl = message.ttlSeconds { android["ttl"] = "\(ttl)s" }
         if let collapseKey = message.collapseKey { android["collapse_key"] = collapseKey }
-        var notification: [String: Any] = ["channel_id": message.kind]
+        var notification: [String: Any] = ["channel_id": message.kind.rawValue]
         if let sound = message.sound { notification["sound"] = sound }
         android["notification"] = notification
         let payload: [String: Any] = [
@@ -247,7 +247,7 @@ package final class APNsProvider: PushProvider {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.client = client
         self.timeout = timeout
-        self.refreshAfter = Double(refreshAfter.components.seconds)
+        self.refreshAfter = refreshAfter.timeInterval
         self.keys = JWTKeyCollection()
         await keys.add(ecdsa: try ES256PrivateKey(pem: privateKeyPEM), kid: JWKIdentifier(string: keyId))
     }

@@ -65,11 +65,11 @@ package struct PickupSagaConsumer: Sendable {
             let orderId = UUID(uuidString: started.jobId)
         {
             try await sagas.complete(.trackingStarted, of: orderId, on: connection)
-        } else if let sent = event.payload(as: PushSent.self), sent.kind == "order_picked_up",
+        } else if let sent = event.payload(as: PushSent.self), sent.kind == .orderPickedUp,
             let orderId = sent.correlationId.flatMap(UUID.init(uuidString:))
         {
             try await sagas.complete(.customerNotified, of: orderId, on: connection)
-        } else if let failed = event.payload(as: PushFailed.self), failed.kind == "order_picked_up",
+        } else if let failed = event.payload(as: PushFailed.self), failed.kind == .orderPickedUp,
             let orderId = failed.correlationId.flatMap(UUID.init(uuidString:))
         {
             try await sagas.recordNotificationFailure(of: orderId, reason: failed.reason, on: connection)

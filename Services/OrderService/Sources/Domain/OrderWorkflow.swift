@@ -121,7 +121,7 @@ package struct OrderWorkflow: Sendable {
         let orderId = order.id
         let riderName = rider.name.isEmpty ? "Your rider" : rider.name
         return PushRequested(
-            notificationId: "order-picked-up-\(orderId)", userId: order.customerId, kind: "order_picked_up",
+            notificationId: "order-picked-up-\(orderId)", userId: order.customerId, kind: .orderPickedUp,
             title: "Your order is on the way",
             body: "\(riderName) has picked up your order from \(order.vendor.name).",
             data: ["link": "app://orders/\(orderId)/track", "orderId": orderId], priority: .high,
