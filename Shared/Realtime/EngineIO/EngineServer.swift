@@ -51,18 +51,18 @@ package protocol EngineHandler: Sendable {
 /// it in the service group (it supervises the sessions' heartbeats and closes them on shutdown).
 package final class EngineServer: Service, Sendable {
     package let configuration: EngineConfiguration
-    private let handler: any EngineHandler
-    private let logger: Logger
-    private struct Sessions {
+    let handler: any EngineHandler
+    let logger: Logger
+    struct Sessions {
         var byId: [String: EngineSession] = [:]
         /// Open sessions per client address (addresses with none are removed).
         var perAddress: [String: Int] = [:]
     }
 
-    private let sessions = Mutex(Sessions())
-    private let started: AsyncStream<EngineSession>
-    private let starter: AsyncStream<EngineSession>.Continuation
-    private let acceptingSessions = Atomic<Bool>(true)
+    let sessions = Mutex(Sessions())
+    let started: AsyncStream<EngineSession>
+    let starter: AsyncStream<EngineSession>.Continuation
+    let acceptingSessions = Atomic<Bool>(true)
 
     package init(configuration: EngineConfiguration, handler: some EngineHandler, logger: Logger) {
         self.configuration = configuration
@@ -95,7 +95,7 @@ package final class EngineServer: Service, Sendable {
         }
     }
 
-    private func supervise(_ session: EngineSession) async {
+    func supervise(_ session: EngineSession) async {
         session.startHeartbeat(
             on: MultiThreadedEventLoopGroup.singleton.any(), interval: configuration.pingInterval,
             timeout: configuration.pingTimeout, connectTimeout: configuration.connectTimeout
@@ -107,12 +107,12 @@ package final class EngineServer: Service, Sendable {
     }
 
     /// Why a handshake opened no session.
-    private enum Refusal: Error {
+    enum Refusal: Error {
         case shuttingDown
         case tooManySessions
     }
 
-    private func openSession(
+    func openSession(
         query: [String: String], headers: HTTPFields, peer: SocketAddress?, transport: EngineSession.Transport
     ) -> Result<EngineSession, Refusal> {
         guard acceptingSessions.load(ordering: .acquiring) else { return .failure(.shuttingDown) }
@@ -142,7 +142,7 @@ package final class EngineServer: Service, Sendable {
         return .success(session)
     }
 
-    private func remove(_ session: EngineSession) {
+    func remove(_ session: EngineSession) {
         sessions.withLock { sessions in
             guard sessions.byId.removeValue(forKey: session.id) != nil, let address = session.clientAddress,
                 configuration.maxSessionsPerAddress != nil
@@ -152,19 +152,19 @@ package final class EngineServer: Service, Sendable {
         }
     }
 
-    private static func refusalResponse(_ refusal: Refusal) -> Response {
+    static func refusalResponse(_ refusal: Refusal) -> Response {
         switch refusal {
         case .shuttingDown: error(.serviceUnavailable, code: 3, "Server shutting down")
         case .tooManySessions: error(.tooManyRequests, code: 4, "Too many sessions from this address")
         }
     }
 
-    private func openPacket(for session: EngineSession, upgrades: [String]) -> EnginePacket {
+    func openPacket(for session: EngineSession, upgrades: [String]) -> EnginePacket {
         let body = JSONValue.object(
             JSONObject([
                 ("sid", .string(session.id)), ("upgrades", .array(upgrades.map { .string($0) })),
-                ("pingInterval", JSONValue(Int(configuration.pingInterval.milliseconds))),
-                ("pingTimeout", JSONValue(Int(configuration.pingTimeout.milliseconds))),
+                ("pingInterval", JSONValue(Int(configuration.pingInterval / .milliseconds(1)))),
+                ("pingTimeout", JSONValue(Int(configuration.pingTimeout / .milliseconds(1)))),
                 ("maxPayload", JSONValue(configuration.maxPayload)),
             ])
         )
@@ -181,7 +181,7 @@ package final class EngineServer: Service, Sendable {
     // MARK: Incoming packets (both transports)
 
     /// Applies one packet from the peer. Returns false when the session is over.
-    private func handle(_ packet: EnginePacket, from session: EngineSession) async -> Bool {
+    func handle(_ packet: EnginePacket, from session: EngineSession) async -> Bool {
         switch packet.type {
         case .message:
             let message: EngineMessage =
@@ -211,253 +211,6 @@ package final class EngineServer: Service, Sendable {
             break
         }
         return !session.isClosed
-    }
-
-    // MARK: HTTP long-polling
-
-    /// Adds `GET` and `POST` on the configured path.
-    package func addRoutes<Context: RequestContext>(to router: Router<Context>) {
-        let path = RouterPath(configuration.path)
-        router.get(path) { request, context in await self.respond(to: request, context: context) }
-        router.post(path) { request, context in await self.respond(to: request, context: context) }
-        router.put(path) { request, context in await self.respond(to: request, context: context) }
-    }
-
-    /// The Engine.IO answer to an HTTP request on the path.
-    package func respond(to request: Request, context: some RequestContext) async -> Response {
-        let query = Self.query(of: request.uri.query)
-        guard query["EIO"] == "4" else { return Self.error(.badRequest, code: 5, "Unsupported protocol version") }
-        guard let transport = query["transport"], transport == "polling" || transport == "websocket" else {
-            return Self.error(.badRequest, code: 0, "Transport unknown")
-        }
-        guard transport == "polling" else {
-            // A WebSocket request that was not upgraded (bad sid, session already upgraded, too many sessions from
-            // its address, or no Upgrade header).
-            let peer = (context as? any RemoteAddressRequestContext)?.remoteAddress
-            if query["sid"] == nil, atSessionLimit(peer: peer, headers: request.headers) {
-                return Self.refusalResponse(.tooManySessions)
-            }
-            return Self.error(.badRequest, code: 3, "Bad request")
-        }
-        guard let sid = query["sid"] else {
-            guard request.method == .get else { return Self.error(.badRequest, code: 2, "Bad handshake method") }
-            let peer = (context as? any RemoteAddressRequestContext)?.remoteAddress
-            switch openSession(query: query, headers: request.headers, peer: peer, transport: .polling) {
-            case .success(let session):
-                return Self.text(EnginePacket.encodePayload([openPacket(for: session, upgrades: ["websocket"])]))
-            case .failure(let refusal):
-                return Self.refusalResponse(refusal)
-            }
-        }
-        guard let session = sessions.withLock({ $0.byId[sid] }) else {
-            return Self.error(.badRequest, code: 1, "Session ID unknown")
-        }
-        switch request.method {
-        case .get:
-            return await poll(session, request: request)
-        case .post:
-            return await post(session, request: request, context: context)
-        default:
-            return Self.error(.badRequest, code: 3, "Bad request")
-        }
-    }
-
-    private func poll(_ session: EngineSession, request: Request) async -> Response {
-        if session.isWebSocket { return Self.error(.badRequest, code: 3, "Bad request") }
-        let result: PollResult
-        let answered = Atomic<Bool>(false)
-        do {
-            // A client that drops its waiting poll has gone: the session ends. (The handler also fires when the
-            // connection closes after the answer; that is not a drop.)
-            result = try await request.body.consumeWithInboundCloseHandler { _ in
-                let result = await session.poll()
-                answered.store(true, ordering: .releasing)
-                return result
-            } onInboundClosed: {
-                if !answered.load(ordering: .acquiring) { session.close(.transportClose) }
-            }
-        } catch {
-            session.close(.transportClose)
-            return Self.error(.badRequest, code: 1, "Session ID unknown")
-        }
-        // The server closes the connection after a long poll; say so, so clients do not reuse it.
-        var response: Response
-        switch result {
-        case .packets(let packets):
-            response = Self.text(EnginePacket.encodePayload(packets))
-        case .gone:
-            response = Self.error(.badRequest, code: 1, "Session ID unknown")
-        case .duplicate:
-            response = Self.error(.badRequest, code: 3, "Bad request")
-        }
-        response.headers[.connection] = "close"
-        return response
-    }
-
-    private func post(_ session: EngineSession, request: Request, context: some RequestContext) async -> Response {
-        if session.isWebSocket { return Self.error(.badRequest, code: 3, "Bad request") }
-        let body: ByteBuffer
-        do {
-            body = try await request.body.collect(upTo: configuration.maxPayload)
-        } catch {
-            session.close(.transportError)
-            return Self.error(.contentTooLarge, code: 3, "Payload too large")
-        }
-        let packets: [EnginePacket]
-        do {
-            packets = try EnginePacket.decodePayload(String(buffer: body))
-        } catch {
-            session.close(.protocolError)
-            return Self.error(.badRequest, code: 3, "Bad request")
-        }
-        for packet in packets {
-            guard await handle(packet, from: session) else { break }
-        }
-        return Response(
-            status: .ok, headers: [.contentType: "text/html", .contentLength: "2"],
-            body: .init(byteBuffer: ByteBuffer(string: "ok"))
-        )
-    }
-
-    // MARK: WebSocket
-
-    /// Whether the client behind `peer` (and the proxy headers) holds as many sessions as it may.
-    private func atSessionLimit(peer: SocketAddress?, headers: HTTPFields) -> Bool {
-        guard let limit = configuration.maxSessionsPerAddress,
-            let address = configuration.trustedProxies.clientAddress(peer: peer, headers: Self.headerValues(headers))
-        else { return false }
-        return sessions.withLock { $0.perAddress[address, default: 0] >= limit }
-    }
-
-    /// Header values by lower-cased name (the last of repeated fields wins).
-    static func headerValues(_ headers: HTTPFields) -> [String: String] {
-        var values: [String: String] = [:]
-        for field in headers { values[field.name.canonicalName] = field.value }
-        return values
-    }
-
-    /// Whether a WebSocket upgrade request on `head` (arriving on `channel`) is for this server and acceptable;
-    /// nil if not its path.
-    package func shouldUpgrade(_ head: HTTPRequest, channel: any Channel) -> ShouldUpgradeResult<
-        WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>
-    >? {
-        guard let target = head.path, Self.pathMatches(target, configuration.path) else { return nil }
-        let query = Self.query(of: target.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? "")
-        guard query["EIO"] == "4", query["transport"] == "websocket" else { return .dontUpgrade }
-        if let sid = query["sid"] {
-            guard let session = sessions.withLock({ $0.byId[sid] }), !session.isWebSocket,
-                session.upgradeState == .none
-            else {
-                return .dontUpgrade
-            }
-            return .upgrade([:]) { inbound, outbound, _ in
-                await self.upgrade(session, channel: channel, inbound: inbound, outbound: outbound)
-            }
-        }
-        let headers = head.headerFields
-        // A refused handshake is answered by `respond(to:context:)` with the protocol's error.
-        if atSessionLimit(peer: channel.remoteAddress, headers: headers) { return .dontUpgrade }
-        return .upgrade([:]) { inbound, outbound, _ in
-            await self.serveWebSocket(
-                query: query, headers: headers, channel: channel, inbound: inbound, outbound: outbound)
-        }
-    }
-
-    /// A session that starts on WebSocket.
-    private func serveWebSocket(
-        query: [String: String], headers: HTTPFields, channel: any Channel, inbound: WebSocketInboundStream,
-        outbound: WebSocketOutboundWriter
-    ) async {
-        let opened = openSession(
-            query: query, headers: headers, peer: channel.remoteAddress, transport: .webSocket(channel))
-        guard case .success(let session) = opened else {
-            // Raced past the check in `shouldUpgrade`: the socket closes with a policy violation.
-            try? await outbound.close(.policyViolation, reason: "Too many sessions from this address")
-            return
-        }
-        session.send([openPacket(for: session, upgrades: [])])
-        await pump(
-            session, inbound: inbound.messages(maxSize: configuration.maxPayload).makeAsyncIterator(),
-            outbound: outbound)
-    }
-
-    /// The upgrade of a polling session: `2probe`/`3probe`, then `5`, within the upgrade timeout.
-    private func upgrade(
-        _ session: EngineSession, channel: any Channel, inbound: WebSocketInboundStream,
-        outbound: WebSocketOutboundWriter
-    ) async {
-        var messages = inbound.messages(maxSize: configuration.maxPayload).makeAsyncIterator()
-        let completed = await withTaskGroup(of: Void.self) { group in
-            group.addTask { [configuration] in
-                // An upgrade that stalls is abandoned: closing the socket ends the reads below.
-                guard (try? await Task.sleep(for: configuration.upgradeTimeout)) != nil else { return }
-                try? await outbound.close(.policyViolation, reason: "upgrade timeout")
-            }
-            defer { group.cancelAll() }
-            do {
-                guard case .text("2probe") = try await messages.next(), session.beginUpgrade() else { return false }
-                try await outbound.write(.text("3probe"))
-                guard case .text("5") = try await messages.next() else { return false }
-                session.completeUpgrade(channel: channel)
-                return true
-            } catch {
-                return false
-            }
-        }
-        guard completed else {
-            session.cancelUpgrade()
-            return
-        }
-        await pump(session, inbound: messages, outbound: outbound)
-    }
-
-    /// Writes the session's packets (in a child task) and reads the peer's until either side ends the session.
-    private func pump(
-        _ session: EngineSession, inbound: WebSocketInboundMessageStream.AsyncIterator,
-        outbound: WebSocketOutboundWriter
-    ) async {
-        var inbound = inbound
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                var written = 0
-                while let batch = await session.nextWebSocketBatch(written: written) {
-                    written = 0
-                    for packet in batch {
-                        do {
-                            if let text = packet.webSocketText {
-                                try await outbound.write(.text(text))
-                            } else if case .binary(let bytes) = packet.payload {
-                                try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
-                            }
-                        } catch {
-                            session.close(.transportError)
-                        }
-                        written += packet.byteCount
-                    }
-                }
-                // The session closed and its last packets are written: end the socket, which ends the reads.
-                try? await outbound.close(.normalClosure, reason: nil)
-            }
-            do {
-                while let message = try await inbound.next() {
-                    let packet: EnginePacket
-                    switch message {
-                    case .text(let text):
-                        guard let decoded = try? EnginePacket.decode(text: text[...], allowBase64: false) else {
-                            session.close(.protocolError)
-                            return
-                        }
-                        packet = decoded
-                    case .binary(let buffer):
-                        packet = .binary(Array(buffer: buffer))
-                    }
-                    guard await handle(packet, from: session) else { return }
-                }
-                session.close(.transportClose)
-            } catch {
-                session.close(.transportError)
-            }
-        }
     }
 
     // MARK: Helpers
@@ -502,12 +255,5 @@ package final class EngineServer: Service, Sendable {
             status: status, headers: [.contentType: "application/json", .contentLength: String(body.utf8.count)],
             body: .init(byteBuffer: ByteBuffer(string: body))
         )
-    }
-}
-
-extension Duration {
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }

@@ -31,7 +31,7 @@ package struct TokenIssuer: Sendable {
         let claims = IssuedClaims(
             sub: SubjectClaim(value: userId), iss: IssuerClaim(value: issuer ?? self.issuer),
             aud: AudienceClaim(value: [audience ?? self.audience]),
-            exp: ExpirationClaim(value: now.addingTimeInterval(Double(expiresIn.components.seconds))),
+            exp: ExpirationClaim(value: now + expiresIn),
             iat: IssuedAtClaim(value: now), role: role.rawValue, name: name
         )
         return try await keys.sign(claims)

@@ -293,7 +293,7 @@ package final class OutboxRelay: Service, Sendable {
 
     /// Housekeeping: published outbox rows after the retention, idempotency keys after a day.
     private func deleteExpiredRows() async throws {
-        let cutoff = Date().addingTimeInterval(-Double(settings.retention.components.seconds))
+        let cutoff = Date() - settings.retention
         try await database.client.query("DELETE FROM outbox WHERE published_at < \(cutoff)", logger: logger)
         let keyCutoff = Date().addingTimeInterval(-86_400)
         try await database.client.query("DELETE FROM idempotency_keys WHERE created_at < \(keyCutoff)", logger: logger)

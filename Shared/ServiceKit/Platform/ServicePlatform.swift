@@ -204,7 +204,7 @@ package struct ServicePlatform: Sendable {
             KafkaTopicSpecification(
                 name: $0.rawValue, partitions: configuration.kafka.topicPartitions,
                 replicationFactor: configuration.kafka.topicReplicationFactor,
-                configs: $0.retention.map { ["retention.ms": String($0.components.seconds * 1000)] } ?? [:]
+                configs: $0.retention.map { ["retention.ms": String($0.milliseconds)] } ?? [:]
             )
         }
         do {

@@ -30,6 +30,12 @@ package final class ManualClock: Sendable {
 extension Duration {
     /// The duration in seconds, with its fraction, for `Date` arithmetic.
     package var timeInterval: TimeInterval { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+
+    /// The duration in whole milliseconds, rounded down (for settings given to other systems in ms).
+    package var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
 }
 
 extension Date {

@@ -16,7 +16,7 @@ package struct TokenBucket: Sendable {
     /// Takes a token; false if none is left.
     package mutating func take(now: ContinuousClock.Instant = .now) -> Bool {
         let elapsed = now - refilledAt
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.timeInterval
         tokens = min(burst, tokens + seconds * eventsPerSecond)
         refilledAt = now
         guard tokens >= 1 else { return false }

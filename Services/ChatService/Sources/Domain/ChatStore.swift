@@ -158,7 +158,7 @@ package struct ChatStore: Sendable {
     package func isPresent(userId: String, orderId: String, freshness: Duration, on connection: PostgresConnection)
         async throws -> Bool
     {
-        let cutoff = Date().addingTimeInterval(-Double(freshness.components.seconds))
+        let cutoff = Date() - freshness
         let rows = try await connection.query(
             """
             SELECT 1 FROM chat_presence WHERE order_id = \(orderId) AND user_id = \(userId) AND seen_at > \(cutoff) LIMIT 1
@@ -174,7 +174,7 @@ package struct ChatStore: Sendable {
     {
         try await connection.query(
             "UPDATE chat_presence SET seen_at = now() WHERE instance_id = \(instanceId)", logger: logger)
-        let cutoff = Date().addingTimeInterval(-Double(staleAfter.components.seconds))
+        let cutoff = Date() - staleAfter
         try await connection.query("DELETE FROM chat_presence WHERE seen_at < \(cutoff)", logger: logger)
     }
 }

@@ -105,10 +105,10 @@ package struct CourierPosition: Codable, Sendable, Equatable {
         if let speedMps, !(speedMps.isFinite && speedMps >= 0 && speedMps <= 100) {
             throw APIError.validation("'speedMps' must be between 0 and 100")
         }
-        guard recordedAt.timeIntervalSince(now) <= Double(settings.positionMaximumFuture.components.seconds) else {
+        guard recordedAt.timeIntervalSince(now) <= settings.positionMaximumFuture.timeInterval else {
             throw APIError.validation("'recordedAt' is in the future")
         }
-        guard now.timeIntervalSince(recordedAt) <= Double(settings.positionMaximumAge.components.seconds) else {
+        guard now.timeIntervalSince(recordedAt) <= settings.positionMaximumAge.timeInterval else {
             throw APIError.validation("'recordedAt' is older than \(settings.positionMaximumAge.components.seconds) s")
         }
         return self

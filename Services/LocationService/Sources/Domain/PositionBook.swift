@@ -40,7 +40,7 @@ package final class PositionBook: Sendable {
     package init(rate: Double, burst: Int, publishInterval: Duration) {
         self.rate = rate
         self.burst = burst
-        self.publishInterval = Double(publishInterval.components.seconds)
+        self.publishInterval = publishInterval.timeInterval
     }
 
     /// Offers a courier's own position (from their socket or REST), rate-limited.

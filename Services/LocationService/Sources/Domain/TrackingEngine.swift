@@ -158,7 +158,7 @@ package struct TrackingEngine: Sendable {
     /// Travel mode on for longer than the limit is switched off (the technician is told by push), and a delivery
     /// tracked that long stops being tracked.
     package func endOverdue(limit: Int = 100, on connection: PostgresConnection) async throws -> [TrackingJob] {
-        let cutoff = Date().addingTimeInterval(-Double(settings.maximumTracking.components.seconds))
+        let cutoff = Date() - settings.maximumTracking
         let rows = try await connection.query(
             """
             SELECT job_id FROM tracking_jobs
@@ -184,7 +184,7 @@ package struct TrackingEngine: Sendable {
                     PushRequested(
                         notificationId: "travel-mode-off-\(job.jobId)-\(Int(now.timeIntervalSince1970))",
                         userId: technician,
-                        kind: "travel_mode_off", title: "Travel mode switched off",
+                        kind: .travelModeOff, title: "Travel mode switched off",
                         body:
                             "Travel mode was on for \(settings.maximumTracking.components.seconds / 3600) hours, so it was switched off. Switch it on again if you are still on the way.",
                         data: ["link": "app://service-requests/\(job.jobId)", "jobId": job.jobId], priority: .high,

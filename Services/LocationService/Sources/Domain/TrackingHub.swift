@@ -207,7 +207,7 @@ package final class TrackingHub: Sendable {
         let jobs = try await database.withConnection { try await engine.trackedJobs(on: $0) }
         tracked.withLock { $0.reload(jobs, readAt: readAt) }
         let now = Date()
-        let staleAfter = Double(settings.staleAfter.components.seconds)
+        let staleAfter = settings.staleAfter.timeInterval
         for job in jobs where job.state == .live {
             let heard = job.courierId.flatMap { book.latest($0)?.receivedAt } ?? job.trackingStartedAt ?? now
             let since = max(heard, job.trackingStartedAt ?? heard)
@@ -242,7 +242,7 @@ package final class EtaCoordinator: Sendable {
     package init(provider: any EtaProvider, settings: LocationSettings, logger: Logger) {
         self.provider = provider
         self.breaker = CircuitBreaker(failureThreshold: settings.breakerFailures, openFor: settings.breakerOpen)
-        self.refresh = Double(settings.etaRefresh.components.seconds)
+        self.refresh = settings.etaRefresh.timeInterval
         self.significantMoveMeters = settings.etaSignificantMoveMeters
         self.logger = logger
     }

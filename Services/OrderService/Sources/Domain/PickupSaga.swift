@@ -1,7 +1,6 @@
 import Contracts
 import Foundation
 import Hummingbird
-import Kafka
 import Logging
 import PostgresNIO
 import ServiceKit
