@@ -20,11 +20,11 @@ package struct Topic: RawRepresentable, Hashable, Codable, Sendable, CustomStrin
     /// Push outcomes, keyed by user id. Produced by Notification.
     package static let notificationsEvents = Topic("notifications.events")
 
-    /// Every topic of the system, created at start-up by the services.
     /// How long the broker keeps the topic's messages when the default (days) is too long: positions are
     /// ephemeral (US-072), an hour of them is plenty for a consumer that restarts.
     package var retention: Duration? { self == .couriersPositions ? .seconds(3600) : nil }
 
+    /// Every topic of the system, created at start-up by the services.
     package static let all: [Topic] = [
         .ordersEvents, .allocationEvents, .couriersPositions, .trackingEvents, .chatMessages,
         .notificationsRequests, .notificationsEvents,

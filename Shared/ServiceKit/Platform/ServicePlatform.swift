@@ -160,7 +160,7 @@ package struct ServicePlatform: Sendable {
     package var authentication: AuthenticationMiddleware { AuthenticationMiddleware(verifier: verifier) }
 
     /// The application to run: the HTTP server on the configured address with every platform service, and
-    /// `servicesBeforeServer` (e.g. realtime servers) that shut down before the HTTP server.
+    /// `servicesShutDownFirst` (e.g. realtime servers) that shut down before the HTTP server.
     /// - Parameter server: the HTTP server builder, e.g. one that upgrades WebSockets.
     package func makeApplication(
         router: Router<ServiceRequestContext>, server: HTTPServerBuilder = .http1(),
