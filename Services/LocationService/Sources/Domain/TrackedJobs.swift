@@ -23,10 +23,12 @@ package struct TrackedJobs: Sendable {
 
     /// The tracked jobs as a query that started at `generation` read them; changes made since then stay.
     package mutating func reload(_ jobs: [TrackingJob], readAt generation: Int) {
-        byCourier = [:]
-        for job in jobs where changes[job.jobId].map({ $0.generation <= generation }) ?? true { place(job) }
         changes = changes.filter { $0.value.generation > generation }
-        for change in changes.values { place(change.job) }
+        var byId = Dictionary(jobs.map { ($0.jobId, $0) }, uniquingKeysWith: { _, later in later })
+        for change in changes.values { byId[change.job.jobId] = change.job }
+        byCourier = Dictionary(grouping: byId.values.filter { $0.state.sharesLocation && $0.courierId != nil }) {
+            $0.courierId ?? ""
+        }
     }
 
     private mutating func place(_ job: TrackingJob) {
@@ -34,5 +36,4 @@ package struct TrackedJobs: Sendable {
         if job.state.sharesLocation, let courierId = job.courierId { byCourier[courierId, default: []].append(job) }
         byCourier = byCourier.filter { !$0.value.isEmpty }
     }
-
 }
