@@ -213,17 +213,14 @@ private final class ConsumerLoop: Sendable {
         waiter?.resume(returning: .success(nil))
         if accepted { wake.signal() }
         // Waits even in a cancelled task: closing is clean-up, and `timeout` bounds it.
-        let id = state.withLock { state in
-            defer { state.nextCloseWaiter += 1 }
-            return state.nextCloseWaiter
-        }
         await withCheckedContinuation { continuation in
-            let finished = state.withLock { state -> Bool in
-                if state.closeFinished { return true }
-                state.closeWaiters[id] = continuation
-                return false
+            let waiter = state.withLock { state -> Int? in
+                if state.closeFinished { return nil }
+                defer { state.nextCloseWaiter += 1 }
+                state.closeWaiters[state.nextCloseWaiter] = continuation
+                return state.nextCloseWaiter
             }
-            guard !finished else { return continuation.resume() }
+            guard let id = waiter else { return continuation.resume() }
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.milliseconds))) {
                 self.state.withLock { $0.closeWaiters.removeValue(forKey: id) }?.resume()
             }
