@@ -7,6 +7,8 @@ import ServiceKit
 package struct AllocationSettings: Sendable {
     /// `OFFER_TIMEOUT_SECONDS`, default 60: how long a rider has to answer an offer.
     package var offerTimeout: Duration
+    /// The offer timeout in whole seconds, as the rider's app and the push's time to live take it.
+    package var offerTimeoutSeconds: Int { Int(offerTimeout.components.seconds) }
     /// `OFFER_RECEIPT_TIMEOUT_SECONDS`, default 10: an offer the rider's app has not confirmed receiving by then
     /// is recorded unreachable and the next rider is tried.
     package var receiptTimeout: Duration

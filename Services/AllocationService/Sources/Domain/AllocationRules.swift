@@ -129,7 +129,7 @@ package enum AllocationRules {
             notificationId: "offer-\(offerId)", userId: riderId, kind: .offer, title: "New delivery offer",
             body: "New delivery offer! Earn an estimated ₹\(earnings).",
             data: ["link": "app://offers/\(offerId)", "offerId": offerId, "orderId": orderId], priority: .high,
-            collapseKey: "offer-\(offerId)", ttlSeconds: Int(settings.offerTimeout.components.seconds),
+            collapseKey: "offer-\(offerId)", ttlSeconds: settings.offerTimeoutSeconds,
             sound: "offer_alert", correlationId: orderId
         )
     }

@@ -98,7 +98,7 @@ package struct AllocationWorkflow: Sendable {
             vendor: .init(name: allocation.vendorName, address: allocation.vendorAddress),
             deliveryArea: allocation.deliveryArea, distanceKm: terms.distanceKm, tripDistanceKm: terms.tripKm,
             earnings: .init(amount: terms.earnings, currency: "INR"), expiresAt: terms.expiresAt,
-            timeoutSeconds: Int(settings.offerTimeout.components.seconds), status: .pending
+            timeoutSeconds: settings.offerTimeoutSeconds, status: .pending
         )
         return [.offer(riderId: riderId, view)]
     }

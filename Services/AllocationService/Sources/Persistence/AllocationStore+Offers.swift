@@ -79,7 +79,7 @@ extension AllocationStore {
                 offerId: id.uuidString.lowercased(), orderId: orderId,
                 vendor: .init(name: vendorName, address: vendorAddress), deliveryArea: area, distanceKm: distance,
                 tripDistanceKm: trip, earnings: .init(amount: earnings, currency: "INR"), expiresAt: expiresAt,
-                timeoutSeconds: Int(settings.offerTimeout.components.seconds), status: status
+                timeoutSeconds: settings.offerTimeoutSeconds, status: status
             )
         }
         return nil
