@@ -72,7 +72,7 @@ let package = Package(
         .target(
             name: "Realtime",
             dependencies: [
-                "Contracts", "Kafka", "ServiceKit",
+                "Contracts",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -83,6 +83,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Shared/Realtime",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "RealtimePlatform",
+            dependencies: [
+                "Realtime", "Contracts", "Kafka", "ServiceKit",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Shared/RealtimePlatform",
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -201,7 +211,7 @@ let package = Package(
         .testTarget(
             name: "RealtimeTests",
             dependencies: [
-                "Realtime", "TestSupport", "ServiceKit", "Contracts", "Kafka",
+                "Realtime", "RealtimePlatform", "TestSupport", "ServiceKit", "Contracts", "Kafka",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -236,7 +246,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "ServiceKit", "Kafka", "Contracts", "Realtime",
+                "ServiceKit", "Kafka", "Contracts", "Realtime", "RealtimePlatform",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -279,7 +289,7 @@ func services(
             .target(
                 name: service.library,
                 dependencies: [
-                    "Contracts", "Kafka", "ServiceKit", "Realtime",
+                    "Contracts", "Kafka", "ServiceKit", "Realtime", "RealtimePlatform",
                     .product(name: "Hummingbird", package: "hummingbird"),
                     .product(name: "PostgresNIO", package: "postgres-nio"),
                     .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -298,6 +308,7 @@ func services(
                 name: "\(service.library)Tests",
                 dependencies: [
                     .target(name: service.library), "TestSupport", "Contracts", "Kafka", "ServiceKit", "Realtime",
+                    "RealtimePlatform",
                     .product(name: "HummingbirdTesting", package: "hummingbird"),
                     .product(name: "PostgresNIO", package: "postgres-nio"),
                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

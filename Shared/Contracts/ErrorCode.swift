@@ -66,3 +66,9 @@ extension StringVocabulary {
     package init(stringLiteral value: String) { self.init(rawValue: value) }
     package var description: String { rawValue }
 }
+
+/// An error answered to a client as `{"error":{"code":...,"message":...}}`, over HTTP or a socket.
+package protocol CodedError: Error {
+    var code: ErrorCode { get }
+    var message: String { get }
+}

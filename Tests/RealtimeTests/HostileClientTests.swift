@@ -6,6 +6,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import Realtime
+import RealtimePlatform
 import ServiceKit
 import TestSupport
 import Testing

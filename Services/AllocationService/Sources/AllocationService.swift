@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import PostgresNIO
 import Realtime
+import RealtimePlatform
 import ServiceKit
 import ServiceLifecycle
 

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Realtime
+import RealtimePlatform
 import ServiceKit
 import ServiceLifecycle
 

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import PostgresNIO
 import Realtime
+import RealtimePlatform
 import ServiceKit
 
 /// Live courier location and ETA for deliveries and technician visits (US-072; RDR-016's tracking after pickup).

@@ -2,6 +2,7 @@ import Contracts
 import Foundation
 import Hummingbird
 import Realtime
+import RealtimePlatform
 import ServiceKit
 
 /// Orders and service requests: lifecycle, the pickup saga, the order event log, the `/orders` live stream.

@@ -3,7 +3,6 @@ import Foundation
 import Logging
 import Metrics
 import NIOCore
-import ServiceKit
 import Synchronization
 
 /// A Socket.IO namespace (`/chat`, `/rider`, ...): its authorization hook, event handlers, rooms and sockets.
@@ -48,57 +47,37 @@ package final class SocketIONamespace: Sendable {
         registry.withLock { $0.authorizer = authorizer }
     }
 
-    /// Requires a valid access token in the handshake (`auth: {token}`), optionally of one of `roles`. The socket
-    /// is disconnected at the token's `exp` (after a `token_expired` event) unless the client sends
-    /// `refresh_token` `{token}` first: a new token of the same user, verified the same way, acknowledged with
-    /// `{expiresAt}` or an error.
-    package func requireToken(_ verifier: AccessTokenVerifier, roles: Set<Role>? = nil) {
-        let authorizer: Authorizer = { handshake in
-            guard let token = handshake.bearerToken else {
-                throw SocketIOConnectRefusal(
-                    "missing token: connect with auth {\"token\": \"<JWT>\"}", code: .unauthorized)
-            }
-            let verified: (identity: Identity, expiresAt: Date)
-            do {
-                verified = try await verifier.verifyWithExpiry(token)
-            } catch let error as APIError {
-                throw SocketIOConnectRefusal(error.message, code: error.code)
-            }
-            if let roles, !roles.contains(verified.identity.role) {
-                throw SocketIOConnectRefusal(
-                    "this namespace is for \(roles.map(\.rawValue).sorted().joined(separator: " and "))",
-                    code: .forbidden
-                )
-            }
-            return SocketIOCredentials(identity: verified.identity, expiresAt: verified.expiresAt)
-        }
+    /// Checks credentials: the authorizer decides who may connect, and a client may send new credentials with
+    /// ``refreshCredentialsEvent`` `{token}` before its current ones expire (acknowledged with `{expiresAt}` or an
+    /// error). The new credentials must be for the same user; the socket is then disconnected at their expiry.
+    package func requireCredentials(_ authorizer: @escaping Authorizer) {
         authorize(authorizer)
-        on(Self.refreshTokenEvent, TokenRefresh.self) { socket, request in
+        on(Self.refreshCredentialsEvent, CredentialsRefresh.self) { socket, request in
             var handshake = socket.handshake
             handshake.auth = .object(JSONObject([("token", .string(request.token))]))
             let credentials: SocketIOCredentials?
             do {
                 credentials = try await authorizer(handshake)
             } catch let refusal as SocketIOConnectRefusal {
-                throw APIError(.unauthorized, code: refusal.code ?? .unauthorized, message: refusal.message)
+                throw SocketIOEventError(code: refusal.code ?? .unauthorized, message: refusal.message)
             }
-            guard let credentials, credentials.identity.userId == socket.identity?.userId else {
-                throw APIError.forbidden("the new token is for another user")
+            guard let credentials, credentials.user.userId == socket.user?.userId else {
+                throw SocketIOEventError(code: .forbidden, message: "the new token is for another user")
             }
             socket.refresh(credentials)
-            return TokenRefreshed(expiresAt: credentials.expiresAt)
+            return CredentialsRefreshed(expiresAt: credentials.expiresAt)
         }
     }
 
     /// The event a client sends with a new token before its current one expires.
-    package static let refreshTokenEvent = "refresh_token"
+    package static let refreshCredentialsEvent = "refresh_token"
     /// The event a socket gets when its token expired, just before DISCONNECT.
     package static let tokenExpiredEvent = "token_expired"
 
     /// `refresh_token`'s payload.
-    struct TokenRefresh: Codable, Sendable { var token: String }
+    struct CredentialsRefresh: Codable, Sendable { var token: String }
     /// `refresh_token`'s acknowledgement.
-    struct TokenRefreshed: Codable, Sendable { var expiresAt: Date? }
+    struct CredentialsRefreshed: Codable, Sendable { var expiresAt: Date? }
 
     /// Handles `event` with its raw arguments; `ack` is set when the client asked for an acknowledgement.
     package func on(_ event: String, handler: @escaping EventHandler) {
@@ -106,7 +85,7 @@ package final class SocketIONamespace: Sendable {
     }
 
     /// Handles `event` whose first argument decodes as `Payload`; the returned value is the acknowledgement.
-    /// A payload that does not decode is answered `{"error":{"code":"VALIDATION_FAILED",...}}`; an ``APIError``
+    /// A payload that does not decode is answered `{"error":{"code":"VALIDATION_FAILED",...}}`; a ``CodedError``
     /// thrown by the handler with its code; anything else with `INTERNAL_ERROR` (and logged).
     package func on<Payload: Decodable & Sendable, Reply: Encodable & Sendable>(
         _ event: String, _ payload: Payload.Type,
@@ -117,19 +96,17 @@ package final class SocketIONamespace: Sendable {
             let reply: JSONValue
             do {
                 guard let first = arguments.values.first else {
-                    throw APIError.validation("\(event) needs a payload object")
+                    throw SocketIOEventError(code: .validationFailed, message: "\(event) needs a payload object")
                 }
                 let decoded: Payload
                 do {
                     decoded = try first.decode(as: Payload.self)
                 } catch {
-                    throw APIError(decodingFailure: error)
+                    throw DecodingProblem(error)
                 }
                 reply = try JSONValue(encoding: try await handler(socket, decoded))
-            } catch let error as APIError {
+            } catch let error as any CodedError {
                 reply = SocketIOError.body(code: error.code, message: error.message)
-            } catch let error as any APIErrorConvertible {
-                reply = SocketIOError.body(code: error.apiError.code, message: error.apiError.message)
             } catch {
                 logger.error(
                     "\(event) handler failed",
@@ -249,7 +226,7 @@ package final class SocketIONamespace: Sendable {
         }
         connectedGauge.record(count)
         socket.join(socket.id)
-        if let identity = socket.identity { socket.join(Self.userRoom(identity.userId)) }
+        if let user = socket.user { socket.join(Self.userRoom(user.userId)) }
         for handler in registry.withLock({ $0.connectHandlers }) { await handler(socket) }
     }
 

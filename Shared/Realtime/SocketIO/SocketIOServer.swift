@@ -1,7 +1,6 @@
 import Contracts
 import Foundation
 import Logging
-import ServiceKit
 import Synchronization
 
 /// Socket.IO v5 on top of an ``EngineServer``: namespaces, connection authorization, events and
@@ -144,7 +143,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
             }
         }
         let socket = SocketIOSocket(
-            id: EngineServer.makeSessionId(), namespace: namespace, identity: credentials?.identity,
+            id: EngineServer.makeSessionId(), namespace: namespace, user: credentials?.user,
             handshake: handshake, connection: connection
         )
         guard connection.attach(socket) else { throw EngineProtocolError("CONNECT twice to one namespace") }

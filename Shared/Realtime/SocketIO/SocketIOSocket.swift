@@ -2,7 +2,6 @@ import Contracts
 import Foundation
 import Metrics
 import NIOCore
-import ServiceKit
 import Synchronization
 
 /// A client connected to one namespace: what handlers receive and emit to.
@@ -14,7 +13,7 @@ package final class SocketIOSocket: Sendable {
     let connection: SocketIOConnection
 
     private struct State {
-        var identity: Identity?
+        var user: (any SocketIOUser)?
         /// Disconnects the socket when its credentials expire.
         var expiryTimer: Scheduled<Void>?
         var rooms: Set<String> = []
@@ -27,7 +26,7 @@ package final class SocketIOSocket: Sendable {
     private let state: Mutex<State>
 
     init(
-        id: String, namespace: SocketIONamespace, identity: Identity?, handshake: SocketIOHandshake,
+        id: String, namespace: SocketIONamespace, user: (any SocketIOUser)?, handshake: SocketIOHandshake,
         connection: SocketIOConnection
     ) {
         self.id = id
@@ -36,12 +35,12 @@ package final class SocketIOSocket: Sendable {
         self.connection = connection
         let limit = namespace.effectiveRateLimit
         self.state = Mutex(
-            State(identity: identity, bucket: TokenBucket(eventsPerSecond: limit.eventsPerSecond, burst: limit.burst)))
+            State(user: user, bucket: TokenBucket(eventsPerSecond: limit.eventsPerSecond, burst: limit.burst)))
     }
 
     /// Who connected, as the namespace's authorization hook established (nil if it has none); updated when the
-    /// client refreshes its token.
-    package var identity: Identity? { state.withLock { $0.identity } }
+    /// client refreshes its credentials.
+    package var user: (any SocketIOUser)? { state.withLock { $0.user } }
 
     /// The Engine.IO session id of the connection.
     package var sessionId: String { connection.session.id }
@@ -146,9 +145,9 @@ package final class SocketIOSocket: Sendable {
         }
     }
 
-    /// New credentials from `refresh_token`: the identity and the deadline they carry.
-    func refresh(_ credentials: SocketIOCredentials) {
-        state.withLock { $0.identity = credentials.identity }
+    /// New credentials (a refreshed token): the user and the deadline they carry.
+    package func refresh(_ credentials: SocketIOCredentials) {
+        state.withLock { $0.user = credentials.user }
         if let expiresAt = credentials.expiresAt {
             expire(at: expiresAt)
         } else {

@@ -2,7 +2,6 @@ import Contracts
 import Foundation
 import NIOCore
 import NIOPosix
-import ServiceKit
 
 /// The arguments of an event or acknowledgement: JSON values, with binary attachments that the values refer
 /// to by `{"_placeholder":true,"num":N}`.
@@ -73,6 +72,16 @@ package struct SocketIOAck: Sendable {
     }
 }
 
+/// A refusal of an event by the protocol layer (a missing payload, other credentials), answered with its code.
+package struct SocketIOEventError: CodedError, Sendable {
+    package var code: ErrorCode
+    package var message: String
+    package init(code: ErrorCode, message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
 /// The error answer of an acknowledged event: `{"error":{"code":"...","message":"..."}}`.
 package enum SocketIOError {
     package static func body(code: ErrorCode, message: String) -> JSONValue {
@@ -97,13 +106,19 @@ package struct SocketIOConfiguration: Sendable {
     package init() {}
 }
 
+/// Who connected to a namespace, as its authorization hook established; the platform's identity type conforms.
+package protocol SocketIOUser: Sendable {
+    /// Every socket of the user joins the room ``SocketIONamespace/userRoom(_:)`` of this id.
+    var userId: String { get }
+}
+
 /// Who a namespace's authorization hook let in, and until when (a token's `exp`): the socket is disconnected
 /// then unless its credentials are refreshed first.
 package struct SocketIOCredentials: Sendable {
-    package var identity: Identity
+    package var user: any SocketIOUser
     package var expiresAt: Date?
-    package init(identity: Identity, expiresAt: Date? = nil) {
-        self.identity = identity
+    package init(user: any SocketIOUser, expiresAt: Date? = nil) {
+        self.user = user
         self.expiresAt = expiresAt
     }
 }

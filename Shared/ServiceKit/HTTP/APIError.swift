@@ -5,7 +5,7 @@ import Hummingbird
 
 /// An error answered to the client as `{"error":{"code":"SOME_CODE","message":"...","details":{...}}}`.
 /// Every 4xx and 5xx of every service has this shape; apps switch on `code`.
-package struct APIError: Error, HTTPResponseError, CustomStringConvertible, Sendable {
+package struct APIError: CodedError, HTTPResponseError, CustomStringConvertible, Sendable {
     package var status: HTTPResponse.Status
     package var code: ErrorCode
     package var message: String
@@ -85,8 +85,13 @@ extension APIError {
 
 /// An error of the domain (below the HTTP and socket edges), with the answer the edges give for it. Domain code
 /// throws its own types; only the edges (``ErrorMiddleware``, socket handlers) turn them into ``APIError``s.
-package protocol APIErrorConvertible: Error {
+package protocol APIErrorConvertible: CodedError {
     var apiError: APIError { get }
+}
+
+extension APIErrorConvertible {
+    package var code: ErrorCode { apiError.code }
+    package var message: String { apiError.message }
 }
 
 extension EventTooLarge: APIErrorConvertible {

@@ -69,50 +69,13 @@ package struct ContractRequestDecoder: RequestDecoder {
 }
 
 extension APIError {
-    /// The 400 for anything decoding a request body or a socket payload threw: see ``init(decodingError:)``;
-    /// a NUL character is `INVALID_CHARACTER`.
+    /// The 400 for anything decoding a request body or a socket payload threw (see ``DecodingProblem``).
     package init(decodingFailure error: any Error) {
-        switch error {
-        case let error as DecodingError: self.init(decodingError: error)
-        case let error as APIError: self = error
-        case let error as NULCharacterError: self = .badRequest(error.description, code: .invalidCharacter)
-        default: self = .badRequest("the request body could not be read: \(error)", code: .invalidJSON)
-        }
-    }
-
-    /// A 400 for a body that is not JSON (`INVALID_JSON`) or does not match the expected shape
-    /// (`VALIDATION_FAILED`).
-    package init(decodingError: DecodingError) {
-        func path(_ codingPath: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
-            let keys = codingPath + (last.map { [$0] } ?? [])
-            guard !keys.isEmpty else { return "the body" }
-            let text = keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-            return "'" + (text.hasPrefix(".") ? String(text.dropFirst()) : text) + "'"
-        }
-        switch decodingError {
-        case .keyNotFound(let key, let context):
-            self = .validation("missing field \(path(context.codingPath, key))")
-        case .valueNotFound(let type, let context):
-            self = .validation("\(path(context.codingPath)) must be a \(Self.typeName(type)), not null")
-        case .typeMismatch(let type, let context):
-            self = .validation("\(path(context.codingPath)) must be a \(Self.typeName(type))")
-        case .dataCorrupted(let context) where context.codingPath.isEmpty:
-            self = .badRequest("the body is not valid JSON", code: .invalidJSON)
-        case .dataCorrupted(let context):
-            self = .validation("\(path(context.codingPath)): \(context.debugDescription)")
-        @unknown default:
-            self = .badRequest("the body could not be decoded", code: .invalidJSON)
-        }
-    }
-
-    private static func typeName(_ type: Any.Type) -> String {
-        switch type {
-        case is String.Type: "string"
-        case is Int.Type, is Int64.Type, is Int32.Type: "integer"
-        case is Double.Type, is Float.Type, is Decimal.Type: "number"
-        case is Bool.Type: "boolean"
-        case is [Any].Type: "array"
-        default: "\(type)".hasPrefix("Dictionary") ? "object" : "value of the documented shape"
+        if let error = error as? APIError {
+            self = error
+        } else {
+            let problem = DecodingProblem(error)
+            self = .badRequest(problem.message, code: problem.code)
         }
     }
 }

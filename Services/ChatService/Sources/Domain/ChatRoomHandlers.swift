@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Realtime
+import RealtimePlatform
 import ServiceKit
 import Synchronization
 

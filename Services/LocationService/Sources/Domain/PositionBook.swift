@@ -1,5 +1,6 @@
 import Contracts
 import Foundation
+import Realtime
 import ServiceKit
 import Synchronization
 

@@ -4,6 +4,7 @@ import Hummingbird
 import Kafka
 import Logging
 import Realtime
+import RealtimePlatform
 import ServiceKit
 import Synchronization
 

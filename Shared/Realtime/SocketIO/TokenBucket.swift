@@ -16,7 +16,7 @@ package struct TokenBucket: Sendable {
     /// Takes a token; false if none is left.
     package mutating func take(now: ContinuousClock.Instant = .now) -> Bool {
         let elapsed = now - refilledAt
-        let seconds = elapsed.timeInterval
+        let seconds = elapsed / .seconds(1)
         tokens = min(burst, tokens + seconds * eventsPerSecond)
         refilledAt = now
         guard tokens >= 1 else { return false }

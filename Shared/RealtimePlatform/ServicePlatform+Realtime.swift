@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Kafka
 import Logging
+import Realtime
 import ServiceKit
 
 /// Real-time settings read from the environment.
