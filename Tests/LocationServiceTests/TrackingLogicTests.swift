@@ -124,7 +124,7 @@ struct TrackingLogicTests {
         #expect(book.record(position(-5), courierId: "c", now: now.addingTimeInterval(1)) == .olderThanLast)
         #expect(book.record(position(2), courierId: "c", now: now.addingTimeInterval(2)) == .rateLimited)
         #expect(book.latest("c")?.position == position(1))
-        book.learn(position(0.5), courierId: "c")
+        book.learn(position(0.5), courierId: "c", now: now)
         #expect(book.latest("c")?.position == position(1), "an older position from another instance is ignored")
     }
 

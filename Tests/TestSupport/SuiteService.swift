@@ -26,17 +26,17 @@ package final class SuiteShared<Value: Sendable>: Sendable {
 }
 
 /// Builds `Service` as its executable does, with `extra` settings in a fresh schema (and `brokers`, by default
-/// the test broker), runs it until the test
+/// the test broker) and the time from `now` (a ``ManualClock``'s to test deadlines), runs it until the test
 /// process ends, and returns a client once it is ready and its consumers had the few seconds Tansu needs to let
 /// them join their groups.
 package func startSuiteService<Service: ServiceDefinition>(
     _ service: Service.Type, schema: String = uniqueName(Service.defaultSchema), brokers: String? = nil,
-    extra: [String: String] = [:]
+    extra: [String: String] = [:], now: Now = .system
 ) async throws -> ServiceClient {
     let environment = try testServiceEnvironment(schema: schema, brokers: brokers, extra: extra)
     let app = try await Service.buildApplication(
         configuration: try Service.configuration(environment: environment), environment: environment,
-        logger: TestInfrastructure.logger(Service.name)
+        logger: TestInfrastructure.logger(Service.name), now: now
     )
     let group = ServiceGroup(
         configuration: .init(services: app.services, gracefulShutdownSignals: [], logger: app.logger))

@@ -21,15 +21,18 @@ package enum LocationService: ServiceDefinition {
     {
         var platform = platform
         let settings = try LocationSettings(environment: environment)
-        let engine = TrackingEngine(settings: settings, outbox: platform.outbox, logger: platform.logger)
+        let workflow = TrackingWorkflow(
+            settings: settings, outbox: platform.outbox, now: platform.now, logger: platform.logger)
         let realtime = try await platform.makeRealtimeServer(environment: environment)
         let tracking = realtime.namespace("/tracking")
         tracking.requireToken(platform.verifier, roles: [.customer, .rider, .technician])
-        let eta = EtaCoordinator(provider: etaProvider(settings), settings: settings, logger: platform.logger)
+        let eta = EtaCoordinator(
+            provider: etaProvider(settings), settings: settings, now: platform.now, logger: platform.logger)
+        let background = BackgroundTasks(name: "tracking", logger: platform.logger)
+        platform.addService(background)
         let hub = TrackingHub(
-            settings: settings, database: platform.database, engine: engine, namespace: tracking, eta: eta,
-            producer: platform.producer,
-            logger: platform.logger
+            settings: settings, database: platform.database, workflow: workflow, namespace: tracking, eta: eta,
+            producer: platform.producer, background: background, now: platform.now, logger: platform.logger
         )
         tracking.on("track", JobRequest.self) { socket, request in try await hub.watch(socket, jobId: request.jobId) }
         tracking.on("untrack", JobRequest.self) { socket, request in
@@ -43,7 +46,7 @@ package enum LocationService: ServiceDefinition {
 
         platform.addConsumerWithFollowUp(name: "location-jobs", topics: [.ordersEvents]) {
             (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
-            let changed = try await engine.apply(orderEvent: event, on: connection)
+            let changed = try await workflow.apply(orderEvent: event, on: connection)
             if changed.isEmpty { return nil }
             return { @Sendable in await hub.after(changed) }
         }
@@ -54,7 +57,7 @@ package enum LocationService: ServiceDefinition {
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)
-        LocationRoutes(database: platform.database, engine: engine, hub: hub).register(on: api)
+        LocationRoutes(database: platform.database, workflow: workflow, hub: hub).register(on: api)
         return platform.makeApplication(router: router, realtime: realtime)
     }
 

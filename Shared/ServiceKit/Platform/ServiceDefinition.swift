@@ -30,12 +30,13 @@ extension ServiceDefinition {
         )
     }
 
-    /// Builds the runnable application, exactly as the executable does; tests call this too.
+    /// Builds the runnable application, exactly as the executable does; tests call this too (with a manual
+    /// clock's `now` to test deadlines without waiting).
     package static func buildApplication(
-        configuration: ServiceConfiguration, environment: ServiceEnvironment, logger: Logger
+        configuration: ServiceConfiguration, environment: ServiceEnvironment, logger: Logger, now: Now = .system
     ) async throws -> ServiceApplication {
         let platform = try await ServicePlatform.prepare(
-            configuration: configuration, migrations: try migrations(), logger: logger
+            configuration: configuration, migrations: try migrations(), logger: logger, now: now
         )
         return try await makeApplication(platform: platform, environment: environment)
     }

@@ -10,7 +10,7 @@ import ServiceLifecycle
 /// What every service runs on: its Postgres schema (migrated), the Kafka producer and outbox relay, the token
 /// verifier, consumers, and the HTTP router with the shared middleware and `/health`, `/ready`, `/metrics`.
 ///
-/// ``prepare(configuration:migrations:logger:)`` does the start-up work that must finish before anything is
+/// ``prepare(configuration:migrations:logger:now:)`` does the start-up work that must finish before anything is
 /// served; ``makeApplication(router:server:servicesShutDownFirst:)`` then returns what to run: the Postgres
 /// client, the producer, the relay, the consumers and extra services, then the HTTP server, then services that
 /// must stop before it (realtime); shutdown runs in reverse.
@@ -21,6 +21,8 @@ package struct ServicePlatform: Sendable {
     package let producer: KafkaProducer
     package let outbox: Outbox
     package let verifier: AccessTokenVerifier
+    /// The time, for every decision that depends on it (deadlines, freshness); tests pass a ``ManualClock``'s.
+    package let now: Now
     /// The platform's services in start order (shutdown runs in reverse), the service's consumers as one
     /// ``EventConsumers`` where the first was added.
     package var services: [any Service] {
@@ -39,7 +41,7 @@ package struct ServicePlatform: Sendable {
     /// - Throws: ``MigrationError``, ``ConfigurationError`` (e.g. unreadable keys), or a Postgres error when the
     ///   database stays unreachable for 30 s.
     package static func prepare(
-        configuration: ServiceConfiguration, migrations: MigrationSet, logger: Logger
+        configuration: ServiceConfiguration, migrations: MigrationSet, logger: Logger, now: Now = .system
     ) async throws -> ServicePlatform {
         ServiceMetrics.bootstrap()
         logger.info(
@@ -71,7 +73,7 @@ package struct ServicePlatform: Sendable {
 
         var platform = ServicePlatform(
             configuration: configuration, logger: logger, database: database, producer: producer, outbox: outbox,
-            verifier: verifier
+            verifier: verifier, now: now
         )
         platform.otherServices = [
             client, producer,

@@ -3,7 +3,6 @@ import Contracts
 import Foundation
 import Kafka
 import NIOCore
-import Synchronization
 
 /// Which ETA provider the service uses (`ETA_PROVIDER`).
 package enum EtaProviderKind: String, Sendable, CaseIterable {
@@ -152,54 +151,6 @@ private func fetchJSON<T: Decodable>(_ type: T.Type, url: String, client: HTTPCl
     } catch {
         throw EtaProviderError(description: "unreadable routing answer: \(error)")
     }
-}
-
-/// Stops calling a failing provider for a while: after `failureThreshold` failures in a row it is open (calls
-/// fail at once) for `openFor`, then one trial call decides.
-package final class CircuitBreaker: Sendable {
-    package struct Open: Error, CustomStringConvertible {
-        package var description: String { "the routing service is failing; not calling it for now" }
-    }
-
-    private struct State {
-        var failures = 0
-        var openUntil: ContinuousClock.Instant?
-        var trialInFlight = false
-    }
-
-    private let state = Mutex(State())
-    private let failureThreshold: Int
-    private let openFor: Duration
-
-    package init(failureThreshold: Int, openFor: Duration) {
-        self.failureThreshold = failureThreshold
-        self.openFor = openFor
-    }
-
-    /// Runs `call` unless the breaker is open.
-    package func run<T: Sendable>(now: ContinuousClock.Instant = .now, _ call: () async throws -> T) async throws -> T {
-        let allowed = state.withLock { state -> Bool in
-            guard let openUntil = state.openUntil else { return true }
-            guard now >= openUntil, !state.trialInFlight else { return false }
-            state.trialInFlight = true
-            return true
-        }
-        guard allowed else { throw Open() }
-        do {
-            let value = try await call()
-            state.withLock { $0 = State() }
-            return value
-        } catch {
-            state.withLock { state in
-                state.failures += 1
-                state.trialInFlight = false
-                if state.failures >= failureThreshold { state.openUntil = ContinuousClock.now + openFor }
-            }
-            throw error
-        }
-    }
-
-    package var isOpen: Bool { state.withLock { $0.openUntil.map { ContinuousClock.now < $0 } ?? false } }
 }
 
 /// The `eta` event: available with the figures and the sentences the app shows and reads out, or not.

@@ -91,28 +91,6 @@ package struct CourierPosition: Codable, Sendable, Equatable {
     }
 
     package var point: GeoPoint { GeoPoint(lat: lat, lng: lng) }
-
-    /// Checks ranges and time against `now`.
-    /// - Throws: 400 VALIDATION_FAILED naming the field.
-    package func validated(now: Date, settings: LocationSettings) throws(APIError) -> CourierPosition {
-        try Validate.coordinates(lat: lat, lng: lng, "position")
-        guard accuracyMeters.isFinite, accuracyMeters >= 0, accuracyMeters <= 10_000 else {
-            throw APIError.validation("'accuracyMeters' must be between 0 and 10000")
-        }
-        if let headingDegrees, !(headingDegrees.isFinite && headingDegrees >= 0 && headingDegrees < 360) {
-            throw APIError.validation("'headingDegrees' must be at least 0 and under 360")
-        }
-        if let speedMps, !(speedMps.isFinite && speedMps >= 0 && speedMps <= 100) {
-            throw APIError.validation("'speedMps' must be between 0 and 100")
-        }
-        guard recordedAt.timeIntervalSince(now) <= settings.positionMaximumFuture.timeInterval else {
-            throw APIError.validation("'recordedAt' is in the future")
-        }
-        guard now.timeIntervalSince(recordedAt) <= settings.positionMaximumAge.timeInterval else {
-            throw APIError.validation("'recordedAt' is older than \(settings.positionMaximumAge.components.seconds) s")
-        }
-        return self
-    }
 }
 
 /// What a watcher sees of a job: live, waiting for the technician's travel mode, stale, or ended (or not started).

@@ -45,7 +45,7 @@ package final class PositionBook: Sendable {
     }
 
     /// Offers a courier's own position (from their socket or REST), rate-limited.
-    package func record(_ position: CourierPosition, courierId: String, now: Date = Date()) -> Outcome {
+    package func record(_ position: CourierPosition, courierId: String, now: Date) -> Outcome {
         couriers.withLock { couriers in
             var courier = couriers[courierId] ?? Courier(bucket: TokenBucket(eventsPerSecond: rate, burst: burst))
             defer { couriers[courierId] = courier }
@@ -61,7 +61,7 @@ package final class PositionBook: Sendable {
     }
 
     /// A position another instance published on couriers.positions; kept if newer.
-    package func learn(_ position: CourierPosition, courierId: String, now: Date = Date()) {
+    package func learn(_ position: CourierPosition, courierId: String, now: Date) {
         couriers.withLock { couriers in
             var courier = couriers[courierId] ?? Courier(bucket: TokenBucket(eventsPerSecond: rate, burst: burst))
             if courier.latest.map({ $0.position.recordedAt < position.recordedAt }) ?? true {

@@ -14,27 +14,31 @@ import Synchronization
 package final class TrackingHub: Sendable {
     let settings: LocationSettings
     let database: Database
-    let engine: TrackingEngine
+    let workflow: TrackingWorkflow
     let namespace: SocketIONamespace
     let book: PositionBook
     let eta: EtaCoordinator
     let producer: KafkaProducer
+    /// Position publishing and ETA computations, which a position's answer does not wait for.
+    let background: BackgroundTasks
+    let now: Now
     let logger: Logger
     private let tracked = Mutex(TrackedJobs())
 
     package init(
-        settings: LocationSettings, database: Database, engine: TrackingEngine, namespace: SocketIONamespace,
-        eta: EtaCoordinator,
-        producer: KafkaProducer, logger: Logger
+        settings: LocationSettings, database: Database, workflow: TrackingWorkflow, namespace: SocketIONamespace,
+        eta: EtaCoordinator, producer: KafkaProducer, background: BackgroundTasks, now: Now, logger: Logger
     ) {
         self.settings = settings
         self.database = database
-        self.engine = engine
+        self.workflow = workflow
         self.namespace = namespace
         self.book = PositionBook(
             rate: settings.positionRate, burst: settings.positionBurst, publishInterval: settings.publishInterval)
         self.eta = eta
         self.producer = producer
+        self.background = background
+        self.now = now
         self.logger = logger
     }
 
@@ -52,14 +56,12 @@ package final class TrackingHub: Sendable {
     /// A courier's position: kept if newer than the last, sent to the watchers of the courier's tracked jobs,
     /// and (throttled) to couriers.positions.
     package func receive(_ position: CourierPosition, from courier: Identity) async throws -> PositionAck {
-        guard courier.role == .rider || courier.role == .technician else {
-            throw APIError.forbidden("only riders and technicians send positions")
-        }
-        let position = try position.validated(now: Date(), settings: settings)
-        switch book.record(position, courierId: courier.userId) {
+        guard courier.role == .rider || courier.role == .technician else { throw LocationRuleViolation.notCourier }
+        let now = self.now()
+        try TrackingRules.validate(position, now: now, settings: settings)
+        switch book.record(position, courierId: courier.userId, now: now) {
         case .rateLimited:
-            throw APIError(
-                .tooManyRequests, code: .rateLimited, message: "at most \(settings.positionRate) positions a second")
+            throw LocationRuleViolation.positionRateLimited(perSecond: settings.positionRate)
         case .olderThanLast:
             return PositionAck(accepted: false, reason: "older_than_last")
         case .accepted(let publish):
@@ -76,7 +78,7 @@ package final class TrackingHub: Sendable {
             headingDegrees: update.headingDegrees,
             speedMps: update.speedMps, recordedAt: update.recordedAt
         )
-        book.learn(position, courierId: update.courierId)
+        book.learn(position, courierId: update.courierId, now: now())
     }
 
     private func publishPosition(_ position: CourierPosition, courier: Identity) {
@@ -87,7 +89,7 @@ package final class TrackingHub: Sendable {
         )
         let producer = producer
         let logger = logger
-        Task {
+        background.submit {
             do {
                 let value = try ContractCoding.encode(EventEnvelope(aggregateId: courier.userId, payload: update))
                 try await producer.send(topic: Topic.couriersPositions.rawValue, key: courier.userId, value: value)
@@ -104,7 +106,7 @@ package final class TrackingHub: Sendable {
             // has it live already (this instance's list, reloaded by `tick`, was older): deliver as usual, never
             // drop the position.
             if job.state == .stale,
-                let revived = try? await database.transaction({ try await engine.markLive(job.jobId, on: $0) })
+                let revived = try? await database.transaction({ try await workflow.markLive(job.jobId, on: $0) })
             {
                 await after([revived])
                 continue
@@ -125,7 +127,7 @@ package final class TrackingHub: Sendable {
     private func refreshEta(_ job: TrackingJob, position: CourierPosition, courierId: String) {
         guard eta.claim(job.jobId, at: position.point) else { return }
         let speed = book.learnedSpeed(courierId)
-        Task {
+        background.submit { [eta, namespace] in
             let update = await eta.compute(job, from: position.point, learnedSpeedMps: speed)
             await namespace.emit("eta", update, toRoom: Self.room(job.jobId))
         }
@@ -144,12 +146,9 @@ package final class TrackingHub: Sendable {
     /// What the job's customer sees now.
     package func view(jobId: String, for identity: Identity) async throws -> TrackingView {
         let jobId = try Validate.identifier(jobId, "jobId")
-        guard let job = try await database.withConnection({ try await engine.job(jobId, on: $0) }) else {
-            throw APIError.notFound("no tracked job \(jobId)")
-        }
-        guard identity.role == .customer, job.customerId == identity.userId else {
-            throw APIError.forbidden("only the customer of this job may watch it")
-        }
+        let job = try TrackingRules.requireWatcher(
+            try await database.withConnection({ try await workflow.job(jobId, on: $0) }), jobId: jobId,
+            customer: identity)
         var view = TrackingView(
             jobId: job.jobId, kind: job.kind, state: job.state, message: job.message, lastUpdatedAt: nil,
             lastLocation: nil,
@@ -205,94 +204,20 @@ package final class TrackingHub: Sendable {
     /// the time limit.
     package func tick() async throws {
         let readAt = tracked.withLock { $0.generation }
-        let jobs = try await database.withConnection { try await engine.trackedJobs(on: $0) }
+        let jobs = try await database.withConnection { try await workflow.trackedJobs(on: $0) }
         tracked.withLock { $0.reload(jobs, readAt: readAt) }
-        let now = Date()
-        let staleAfter = settings.staleAfter.timeInterval
-        for job in jobs where job.state == .live {
-            let heard = job.courierId.flatMap { book.latest($0)?.receivedAt } ?? job.trackingStartedAt ?? now
-            let since = max(heard, job.trackingStartedAt ?? heard)
-            guard now.timeIntervalSince(since) > staleAfter else { continue }
-            if let stale = try await database.transaction({ try await engine.markStale(job.jobId, on: $0) }) {
+        let now = self.now()
+        for job in jobs {
+            let heard = job.courierId.flatMap { book.latest($0)?.receivedAt }
+            guard TrackingRules.isSilent(job, lastHeard: heard, now: now, staleAfter: settings.staleAfter) else {
+                continue
+            }
+            if let stale = try await database.transaction({ try await workflow.markStale(job.jobId, on: $0) }) {
                 await after([stale])
             }
         }
-        let ended = try await database.transaction { try await engine.endOverdue(on: $0) }
+        let ended = try await database.transaction { try await workflow.endOverdue(on: $0) }
         await after(ended)
-        book.forget(before: now.addingTimeInterval(-3600))
+        book.forget(before: now - .seconds(3600))
     }
-}
-
-/// Each tracked job's last ETA, when it is due again (every `etaRefresh`, or after a significant move), and the
-/// provider behind a circuit breaker. When the provider fails the answer is "ETA unavailable".
-package final class EtaCoordinator: Sendable {
-    private struct JobEta {
-        var update: EtaUpdate?
-        var computedAt: Date?
-        var from: GeoPoint?
-        var inFlight = false
-    }
-
-    private let jobs = Mutex<[String: JobEta]>([:])
-    let provider: any EtaProvider
-    let breaker: CircuitBreaker
-    let refresh: TimeInterval
-    let significantMoveMeters: Double
-    let logger: Logger
-
-    package init(provider: any EtaProvider, settings: LocationSettings, logger: Logger) {
-        self.provider = provider
-        self.breaker = CircuitBreaker(failureThreshold: settings.breakerFailures, openFor: settings.breakerOpen)
-        self.refresh = settings.etaRefresh.timeInterval
-        self.significantMoveMeters = settings.etaSignificantMoveMeters
-        self.logger = logger
-    }
-
-    /// Whether the job's ETA is due from `point` (none yet, old, or the courier moved far); if so the caller
-    /// computes it and nobody else does meanwhile.
-    func claim(_ jobId: String, at point: GeoPoint, now: Date = Date()) -> Bool {
-        jobs.withLock { jobs in
-            var entry = jobs[jobId] ?? JobEta()
-            guard !entry.inFlight else { return false }
-            let due =
-                entry.computedAt.map { now.timeIntervalSince($0) >= refresh } ?? true
-                || (entry.from.map { $0.meters(to: point) >= significantMoveMeters } ?? true)
-            guard due else { return false }
-            entry.inFlight = true
-            jobs[jobId] = entry
-            return true
-        }
-    }
-
-    /// Computes the job's ETA from `from` (after ``claim(_:at:now:)``) and remembers it.
-    func compute(_ job: TrackingJob, from: GeoPoint, learnedSpeedMps: Double?) async -> EtaUpdate {
-        let now = Date()
-        let update: EtaUpdate
-        do {
-            let estimate = try await breaker.run {
-                try await provider.estimate(from: from, to: job.destination.point, learnedSpeedMps: learnedSpeedMps)
-            }
-            update = .available(jobId: job.jobId, kind: job.kind, estimate: estimate, now: now)
-        } catch {
-            logger.warning("no ETA from the provider", metadata: ["job.id": "\(job.jobId)", "error": "\(error)"])
-            update = .unavailable(jobId: job.jobId)
-        }
-        jobs.withLock { jobs in
-            // Forgotten meanwhile (tracking ended): stay forgotten.
-            guard jobs[job.jobId] != nil else { return }
-            jobs[job.jobId] = JobEta(update: update, computedAt: now, from: from, inFlight: false)
-        }
-        return update
-    }
-
-    /// The last ETA, or a fresh one if none is known here (a watcher joining this instance).
-    func latest(_ job: TrackingJob, from: GeoPoint, learnedSpeedMps: Double?) async -> EtaUpdate {
-        if let known = jobs.withLock({ $0[job.jobId]?.update }) { return known }
-        guard claim(job.jobId, at: from) else {
-            return jobs.withLock { $0[job.jobId]?.update } ?? .unavailable(jobId: job.jobId)
-        }
-        return await compute(job, from: from, learnedSpeedMps: learnedSpeedMps)
-    }
-
-    func forget(_ jobId: String) { _ = jobs.withLock { $0.removeValue(forKey: jobId) } }
 }

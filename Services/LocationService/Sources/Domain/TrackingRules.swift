@@ -1,5 +1,6 @@
 import Contracts
 import Foundation
+import ServiceKit
 
 /// A change in whether a job is tracked, to announce on tracking.events.
 package enum TrackingChange: Sendable, Equatable {
@@ -37,5 +38,95 @@ extension TrackingJob {
         if idle == .ended { endReason = reason ?? endReason ?? .completed }
         state = idle
         return wasTracked ? .stopped(endReason ?? reason ?? .completed) : nil
+    }
+}
+
+/// Why Location refused a request; the HTTP and socket edges answer each with its status and code
+/// (`Routes/LocationErrors.swift`).
+package enum LocationRuleViolation: Error, Equatable, Sendable {
+    /// A position out of range or out of time, with the sentence naming the field.
+    case invalidPosition(String)
+    /// Only riders and technicians send positions.
+    case notCourier
+    /// More positions a second than the courier's limit.
+    case positionRateLimited(perSecond: Double)
+    /// No tracked job (or no service request, for travel mode) with this id.
+    case jobNotFound(String, kind: JobKind?)
+    /// Travel mode belongs to the technician assigned to the service request.
+    case notAssignedTechnician
+    /// Only the job's own customer watches it (BR-001).
+    case notJobCustomer
+}
+
+/// Location's decisions, pure: what a position must be, when a job is stale or overdue, who may do what, and
+/// the push a technician gets when travel mode ends by itself.
+package enum TrackingRules {
+    /// Checks a position's ranges, and its time against `now` (neither too old nor ahead).
+    package static func validate(_ position: CourierPosition, now: Date, settings: LocationSettings)
+        throws(LocationRuleViolation)
+    {
+        guard position.lat.isFinite, (-90...90).contains(position.lat) else {
+            throw .invalidPosition("'position.lat' must be from -90 to 90")
+        }
+        guard position.lng.isFinite, (-180...180).contains(position.lng) else {
+            throw .invalidPosition("'position.lng' must be from -180 to 180")
+        }
+        guard position.accuracyMeters.isFinite, (0...10_000).contains(position.accuracyMeters) else {
+            throw .invalidPosition("'accuracyMeters' must be between 0 and 10000")
+        }
+        if let heading = position.headingDegrees, !(heading.isFinite && heading >= 0 && heading < 360) {
+            throw .invalidPosition("'headingDegrees' must be at least 0 and under 360")
+        }
+        if let speed = position.speedMps, !(speed.isFinite && (0...100).contains(speed)) {
+            throw .invalidPosition("'speedMps' must be between 0 and 100")
+        }
+        guard position.recordedAt <= now + settings.positionMaximumFuture else {
+            throw .invalidPosition("'recordedAt' is in the future")
+        }
+        guard position.recordedAt >= now - settings.positionMaximumAge else {
+            throw .invalidPosition("'recordedAt' is older than \(settings.positionMaximumAge.components.seconds) s")
+        }
+    }
+
+    /// Whether a live job's courier has been silent too long: nothing heard (or tracking started) within
+    /// `staleAfter` before `now`.
+    package static func isSilent(_ job: TrackingJob, lastHeard: Date?, now: Date, staleAfter: Duration) -> Bool {
+        guard job.state == .live else { return false }
+        let heard = lastHeard ?? job.trackingStartedAt ?? now
+        let since = max(heard, job.trackingStartedAt ?? heard)
+        return now > since + staleAfter
+    }
+
+    /// Travel mode may be switched only on a service request, by its assigned technician.
+    package static func requireTravelModeSwitch(_ job: TrackingJob?, jobId: String, by technicianId: String)
+        throws(LocationRuleViolation) -> TrackingJob
+    {
+        guard let job, job.kind == .serviceRequest else { throw .jobNotFound(jobId, kind: .serviceRequest) }
+        guard job.courierId == technicianId else { throw .notAssignedTechnician }
+        return job
+    }
+
+    /// Only the job's customer may watch it.
+    package static func requireWatcher(_ job: TrackingJob?, jobId: String, customer: Identity)
+        throws(LocationRuleViolation) -> TrackingJob
+    {
+        guard let job else { throw .jobNotFound(jobId, kind: nil) }
+        guard customer.role == .customer, job.customerId == customer.userId else { throw .notJobCustomer }
+        return job
+    }
+
+    /// The push a technician gets when travel mode ended after `maximumTracking`.
+    package static func travelModeOffPush(
+        _ job: TrackingJob, technicianId: String, maximumTracking: Duration, now: Date
+    ) -> PushRequested {
+        PushRequested(
+            notificationId: "travel-mode-off-\(job.jobId)-\(Int(now.timeIntervalSince1970))",
+            userId: technicianId,
+            kind: .travelModeOff, title: "Travel mode switched off",
+            body:
+                "Travel mode was on for \(maximumTracking.components.seconds / 3600) hours, so it was switched off. Switch it on again if you are still on the way.",
+            data: ["link": "app://service-requests/\(job.jobId)", "jobId": job.jobId], priority: .high,
+            collapseKey: nil, ttlSeconds: 3600, sound: nil, correlationId: job.jobId
+        )
     }
 }

@@ -6,7 +6,7 @@ import ServiceKit
 /// Location's REST API: a courier's queued positions, the technician's travel mode, and a job's tracking view.
 struct LocationRoutes: Sendable {
     let database: Database
-    let engine: TrackingEngine
+    let workflow: TrackingWorkflow
     let hub: TrackingHub
 
     /// A batch of positions an app queued while offline.
@@ -45,7 +45,7 @@ struct LocationRoutes: Sendable {
             let jobId = try Validate.identifier(try context.parameters.require("jobId"), "jobId")
             let (input, _) = try await request.decodeJSON(TravelMode.self, context: context)
             let job = try await database.transaction { connection in
-                try await engine.setTravelMode(
+                try await workflow.setTravelMode(
                     jobId: jobId, technicianId: identity.userId, active: input.active, on: connection)
             }
             await hub.after([job])

@@ -4,17 +4,22 @@ import Logging
 import PostgresNIO
 import ServiceKit
 
-/// Tracked jobs in Postgres: their lifecycle from orders.events, the technician's travel mode, staleness and the
-/// time limit. Every method runs in the caller's transaction and returns the jobs whose state changed, for the
-/// watchers to be told once it commits.
-package struct TrackingEngine: Sendable {
+/// Tracked jobs' transactions: their lifecycle from orders.events, the technician's travel mode, staleness and
+/// the time limit, read and written through ``TrackingStore`` and decided by ``TrackingRules``. Every method runs
+/// in the caller's transaction and returns the jobs whose state changed, for the watchers to be told once it
+/// commits.
+package struct TrackingWorkflow: Sendable {
     let settings: LocationSettings
+    let store: TrackingStore
     let outbox: Outbox
+    let now: Now
     let logger: Logger
 
-    package init(settings: LocationSettings, outbox: Outbox, logger: Logger) {
+    package init(settings: LocationSettings, outbox: Outbox, now: Now, logger: Logger) {
         self.settings = settings
+        self.store = TrackingStore(logger: logger)
         self.outbox = outbox
+        self.now = now
         self.logger = logger
     }
 
@@ -23,10 +28,10 @@ package struct TrackingEngine: Sendable {
     /// Applies an orders.events event to its job.
     package func apply(orderEvent event: DecodedEvent, on connection: PostgresConnection) async throws -> [TrackingJob]
     {
-        let now = Date()
+        let now = self.now()
         switch event.payload {
         case let created as OrderCreated:
-            try await insert(
+            try await store.insert(
                 TrackingJob(
                     jobId: created.orderId, kind: .delivery, customerId: created.customerId, courierId: nil,
                     destination: Destination(address: created.deliveryAddress)
@@ -48,7 +53,7 @@ package struct TrackingEngine: Sendable {
         case let cancelled as OrderCancelled:
             return try await finish(cancelled.orderId, reason: .cancelled, now: now, on: connection)
         case let created as ServiceRequestCreated:
-            try await insert(
+            try await store.insert(
                 TrackingJob(
                     jobId: created.requestId, kind: .serviceRequest, customerId: created.customerId, courierId: nil,
                     destination: Destination(address: created.serviceAddress)
@@ -118,14 +123,9 @@ package struct TrackingEngine: Sendable {
         async throws
         -> TrackingJob
     {
-        guard let current = try await job(jobId, forUpdate: true, on: connection), current.kind == .serviceRequest
-        else {
-            throw APIError.notFound("no service request \(jobId)")
-        }
-        guard current.courierId == technicianId else {
-            throw APIError.forbidden("only the technician assigned to this service request switches its travel mode")
-        }
-        let now = Date()
+        let current = try TrackingRules.requireTravelModeSwitch(
+            try await store.job(jobId, forUpdate: true, on: connection), jobId: jobId, by: technicianId)
+        let now = self.now()
         let changed = try await change(jobId, on: connection) { job in
             guard job.travelMode != active else { return nil }
             job.travelMode = active
@@ -158,19 +158,10 @@ package struct TrackingEngine: Sendable {
     /// Travel mode on for longer than the limit is switched off (the technician is told by push), and a delivery
     /// tracked that long stops being tracked.
     package func endOverdue(limit: Int = 100, on connection: PostgresConnection) async throws -> [TrackingJob] {
-        let cutoff = Date() - settings.maximumTracking
-        let rows = try await connection.query(
-            """
-            SELECT job_id FROM tracking_jobs
-            WHERE (travel_mode AND travel_mode_since <= \(cutoff))
-               OR (kind = 'delivery' AND state IN ('live', 'stale') AND tracking_started_at <= \(cutoff))
-            LIMIT \(limit) FOR UPDATE SKIP LOCKED
-            """, logger: logger
-        )
-        var overdue: [String] = []
-        for try await jobId in rows.decode(String.self) { overdue.append(jobId) }
+        let now = self.now()
+        let overdue = try await store.overdueJobIds(
+            since: now - settings.maximumTracking, limit: limit, on: connection)
         var ended: [TrackingJob] = []
-        let now = Date()
         for jobId in overdue {
             let changed = try await change(jobId, on: connection) { job in
                 job.travelMode = false
@@ -181,16 +172,8 @@ package struct TrackingEngine: Sendable {
             for job in changed where job.kind == .serviceRequest {
                 guard let technician = job.courierId else { continue }
                 try await outbox.enqueue(
-                    PushRequested(
-                        notificationId: "travel-mode-off-\(job.jobId)-\(Int(now.timeIntervalSince1970))",
-                        userId: technician,
-                        kind: .travelModeOff, title: "Travel mode switched off",
-                        body:
-                            "Travel mode was on for \(settings.maximumTracking.components.seconds / 3600) hours, so it was switched off. Switch it on again if you are still on the way.",
-                        data: ["link": "app://service-requests/\(job.jobId)", "jobId": job.jobId], priority: .high,
-                        collapseKey: nil,
-                        ttlSeconds: 3600, sound: nil, correlationId: job.jobId
-                    ),
+                    TrackingRules.travelModeOffPush(
+                        job, technicianId: technician, maximumTracking: settings.maximumTracking, now: now),
                     aggregateId: technician, on: connection, logger: logger
                 )
             }
@@ -199,64 +182,16 @@ package struct TrackingEngine: Sendable {
         return ended
     }
 
-    // MARK: Rows
+    // MARK: Reads
 
-    package func job(_ jobId: String, forUpdate: Bool = false, on connection: PostgresConnection) async throws
-        -> TrackingJob?
-    {
-        var query: PostgresQuery = """
-            SELECT job_id, kind, customer_id, courier_id, destination_lat, destination_lng, destination_label, phase, travel_mode,
-                   travel_mode_since, state, end_reason, tracking_started_at
-            FROM tracking_jobs WHERE job_id = \(jobId)
-            """
-        if forUpdate { query.sql += " FOR UPDATE" }
-        return try await jobs(query, on: connection).first
+    /// The job `jobId`, if Location knows it.
+    package func job(_ jobId: String, on connection: PostgresConnection) async throws -> TrackingJob? {
+        try await store.job(jobId, on: connection)
     }
 
     /// Every job being tracked now (live or stale).
     package func trackedJobs(on connection: PostgresConnection) async throws -> [TrackingJob] {
-        try await jobs(
-            """
-            SELECT job_id, kind, customer_id, courier_id, destination_lat, destination_lng, destination_label, phase, travel_mode,
-                   travel_mode_since, state, end_reason, tracking_started_at
-            FROM tracking_jobs WHERE state IN ('live', 'stale')
-            """, on: connection
-        )
-    }
-
-    private func jobs(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [TrackingJob] {
-        let rows = try await connection.query(query, logger: logger)
-        var jobs: [TrackingJob] = []
-        for try await row in rows.decode(
-            (String, String, String, String?, Double, Double, String, String, Bool, Date?, String, String?, Date?).self
-        ) {
-            let (
-                jobId, kind, customerId, courierId, lat, lng, label, phase, travelMode, since, state, reason, startedAt
-            ) = row
-            var job = TrackingJob(
-                jobId: jobId, kind: JobKind(rawValue: kind) ?? .delivery, customerId: customerId, courierId: courierId,
-                destination: Destination(lat: lat, lng: lng, label: label)
-            )
-            job.phase = JobPhase(rawValue: phase) ?? .pending
-            job.travelMode = travelMode
-            job.travelModeSince = since
-            job.state = TrackingState(rawValue: state) ?? .notStarted
-            job.endReason = reason.flatMap(TrackingStopReason.init(rawValue:))
-            job.trackingStartedAt = startedAt
-            jobs.append(job)
-        }
-        return jobs
-    }
-
-    private func insert(_ job: TrackingJob, on connection: PostgresConnection) async throws {
-        try await connection.query(
-            """
-            INSERT INTO tracking_jobs (job_id, kind, customer_id, courier_id, destination_lat, destination_lng, destination_label, phase, state)
-            VALUES (\(job.jobId), \(job.kind.rawValue), \(job.customerId), \(job.courierId), \(job.destination.lat), \(job.destination.lng),
-                    \(job.destination.label), \(job.phase.rawValue), \(job.state.rawValue))
-            ON CONFLICT (job_id) DO NOTHING
-            """, logger: logger
-        )
+        try await store.trackedJobs(on: connection)
     }
 
     /// Locks the job (created as `initial` if missing and given), applies `update`, saves it, and announces a
@@ -265,22 +200,14 @@ package struct TrackingEngine: Sendable {
         _ jobId: String, creating initial: TrackingJob? = nil, on connection: PostgresConnection,
         _ update: (inout TrackingJob) -> TrackingChange?
     ) async throws -> [TrackingJob] {
-        if let initial { try await insert(initial, on: connection) }
-        guard var job = try await job(jobId, forUpdate: true, on: connection) else { return [] }
+        if let initial { try await store.insert(initial, on: connection) }
+        guard var job = try await store.job(jobId, forUpdate: true, on: connection) else { return [] }
         let before = job
         let change = update(&job)
         guard job != before else { return [] }
-        try await connection.query(
-            """
-            UPDATE tracking_jobs SET courier_id = \(job.courierId), destination_lat = \(job.destination.lat),
-                   destination_lng = \(job.destination.lng), destination_label = \(job.destination.label), phase = \(job.phase.rawValue),
-                   travel_mode = \(job.travelMode), travel_mode_since = \(job.travelModeSince), state = \(job.state.rawValue),
-                   end_reason = \(job.endReason?.rawValue), tracking_started_at = \(job.trackingStartedAt), updated_at = now()
-            WHERE job_id = \(jobId)
-            """, logger: logger
-        )
+        try await store.save(job, on: connection)
         if let change, let courierId = job.courierId {
-            let now = Date()
+            let now = self.now()
             switch change {
             case .started:
                 try await outbox.enqueue(
