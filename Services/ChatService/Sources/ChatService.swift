@@ -27,10 +27,12 @@ package enum ChatService: ServiceDefinition {
         let namespace = realtime.namespace("/chat")
         namespace.requireToken(platform.verifier, roles: [.customer, .rider, .admin])
         namespace.rateLimit = settings.rateLimit
+        let workflow = ChatWorkflow(
+            database: platform.database, store: store, outbox: platform.outbox, settings: settings, now: platform.now,
+            logger: platform.logger)
         let handlers = ChatHandlers(
-            database: platform.database, store: store, outbox: platform.outbox, namespace: namespace,
-            settings: settings,
-            instanceId: realtime.socketIO.instanceId, delivered: RecentIds(), logger: platform.logger
+            workflow: workflow, namespace: namespace, settings: settings, instanceId: realtime.socketIO.instanceId,
+            delivered: RecentIds(), logger: platform.logger
         )
         namespace.on("join", ChatHandlers.JoinRequest.self) { socket, request in
             try await handlers.join(socket, request)
@@ -41,13 +43,10 @@ package enum ChatService: ServiceDefinition {
         namespace.on("message", ChatHandlers.SendRequest.self) { socket, request in
             try await handlers.send(socket, request)
         }
-        let database = platform.database
-        namespace.onDisconnect { socket, _ in
-            try? await database.withConnection { try await store.leave(socketId: socket.id, on: $0) }
-        }
+        namespace.onDisconnect { socket, _ in try? await workflow.leave(socketId: socket.id) }
 
         platform.addConsumer(name: "chat-rooms", topics: [.ordersEvents]) { event, connection in
-            try await handlers.project(event, on: connection)
+            try await workflow.project(event, on: connection)
         }
         platform.addStreamConsumer(name: "chat-fanout", topics: [.chatMessages]) { event in
             try await handlers.fanOut(event)
@@ -58,14 +57,12 @@ package enum ChatService: ServiceDefinition {
         // Keeps this instance's presence rows fresh and drops those of instances that went away.
         let instanceId = realtime.socketIO.instanceId
         platform.addPeriodicJob(every: settings.presenceFreshness / 3, failure: "could not refresh chat presence") {
-            try await database.withConnection {
-                try await store.refreshPresence(instanceId: instanceId, staleAfter: settings.presenceFreshness, on: $0)
-            }
+            try await workflow.refreshPresence(instanceId: instanceId)
         }
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)
-        ChatRoutes(database: platform.database, store: store, settings: settings).register(on: api)
+        ChatRoutes(workflow: workflow, settings: settings).register(on: api)
         return platform.makeApplication(router: router, realtime: realtime)
     }
 }

@@ -15,6 +15,13 @@ package struct ChatRoom: Sendable, Equatable {
     package var rider: PersonRef?
     package var status: Status
 
+    package init(orderId: String, customerId: String, rider: PersonRef?, status: Status) {
+        self.orderId = orderId
+        self.customerId = customerId
+        self.rider = rider
+        self.status = status
+    }
+
     /// What `identity` may do in this room.
     package func access(for userId: String, role: Role) -> ChatAccess {
         switch role {
@@ -49,6 +56,20 @@ package struct ChatMessageView: Codable, Sendable, Equatable {
     package var text: String
     package var sentAt: Date
     package var clientMessageId: String?
+
+    package init(
+        id: String, orderId: String, senderId: String?, senderRole: String, senderName: String, text: String,
+        sentAt: Date, clientMessageId: String?
+    ) {
+        self.id = id
+        self.orderId = orderId
+        self.senderId = senderId
+        self.senderRole = senderRole
+        self.senderName = senderName
+        self.text = text
+        self.sentAt = sentAt
+        self.clientMessageId = clientMessageId
+    }
 }
 
 extension ChatMessageView: ResponseEncodable {}

@@ -5,8 +5,7 @@ import ServiceKit
 
 /// Chat history and quick replies over HTTP.
 struct ChatRoutes: Sendable {
-    let database: Database
-    let store: ChatStore
+    let workflow: ChatWorkflow
     let settings: ChatSettings
 
     struct History: Codable, Sendable, ResponseEncodable {
@@ -40,16 +39,8 @@ struct ChatRoutes: Sendable {
             guard let value = Int64(text), value > 0 else { throw APIError.validation("'before' must be a message id") }
             before = value
         }
-        return try await database.withConnection { connection in
-            guard let room = try await store.room(orderId, on: connection) else {
-                throw APIError.notFound("no chat for order \(orderId)")
-            }
-            guard room.access(for: identity.userId, role: identity.role) != .none else {
-                throw APIError.forbidden("only the order's customer, its current rider and admins read its chat")
-            }
-            let page = try await store.messages(orderId: orderId, before: before, limit: limit, on: connection)
-            return History(orderId: orderId, messages: page, nextBefore: page.count == limit ? page.last?.id : nil)
-        }
+        let page = try await workflow.history(orderId: orderId, identity: identity, before: before, limit: limit)
+        return History(orderId: orderId, messages: page, nextBefore: page.count == limit ? page.last?.id : nil)
     }
 
     func quickReplies(_ request: Request, _ context: ServiceRequestContext) throws -> Replies {

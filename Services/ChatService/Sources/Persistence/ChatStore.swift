@@ -4,7 +4,10 @@ import Logging
 import PostgresNIO
 import ServiceKit
 
-/// The chat schema's SQL. Writes take the caller's connection so they join its transaction.
+extension ChatRoom.Status: PostgresTextEnum {}
+
+/// The chat schema's SQL. Writes take the caller's connection so they join its transaction; no decisions here
+/// (those are ``ChatRules`` and ``ChatWorkflow``).
 package struct ChatStore: Sendable {
     let logger: Logger
 
@@ -68,12 +71,11 @@ package struct ChatStore: Sendable {
         if forUpdate { query.sql += " FOR UPDATE" }
         let rows = try await connection.query(query, logger: logger)
         for try await (orderId, customerId, riderId, riderName, status) in rows.decode(
-            (String, String, String?, String?, String).self)
+            (String, String, String?, String?, ChatRoom.Status).self)
         {
             return ChatRoom(
                 orderId: orderId, customerId: customerId,
-                rider: riderId.map { PersonRef(id: $0, name: riderName ?? "") },
-                status: ChatRoom.Status(rawValue: status) ?? .closed
+                rider: riderId.map { PersonRef(id: $0, name: riderName ?? "") }, status: status
             )
         }
         return nil
@@ -106,7 +108,7 @@ package struct ChatStore: Sendable {
         for try await row in existing.decode((Int64, String, String?, String, String, String, Date, String?).self) {
             return (Self.view(row), false)
         }
-        throw APIError(.internalServerError, code: .internalError, message: "the message was neither stored nor found")
+        throw ChatStoreInconsistency(orderId: orderId, clientMessageId: clientMessageId)
     }
 
     /// Messages of a room, newest first, before `before` (a message id) when given.
@@ -137,15 +139,16 @@ package struct ChatStore: Sendable {
 
     // MARK: Presence
 
+    /// Records that socket `socketId` of `userId` (on instance `instanceId`) is in the room of `orderId` at `now`.
     package func enter(
-        socketId: String, orderId: String, userId: String, instanceId: String, on connection: PostgresConnection
-    )
-        async throws
-    {
+        socketId: String, orderId: String, userId: String, instanceId: String, now: Date,
+        on connection: PostgresConnection
+    ) async throws {
         try await connection.query(
             """
-            INSERT INTO chat_presence (socket_id, order_id, user_id, instance_id) VALUES (\(socketId), \(orderId), \(userId), \(instanceId))
-            ON CONFLICT (socket_id) DO UPDATE SET order_id = excluded.order_id, seen_at = now()
+            INSERT INTO chat_presence (socket_id, order_id, user_id, instance_id, seen_at)
+            VALUES (\(socketId), \(orderId), \(userId), \(instanceId), \(now))
+            ON CONFLICT (socket_id) DO UPDATE SET order_id = excluded.order_id, seen_at = excluded.seen_at
             """, logger: logger
         )
     }
@@ -154,11 +157,11 @@ package struct ChatStore: Sendable {
         try await connection.query("DELETE FROM chat_presence WHERE socket_id = \(socketId)", logger: logger)
     }
 
-    /// Whether `userId` has a socket in the room on any instance seen within `freshness`.
-    package func isPresent(userId: String, orderId: String, freshness: Duration, on connection: PostgresConnection)
-        async throws -> Bool
-    {
-        let cutoff = Date() - freshness
+    /// Whether `userId` has a socket in the room on any instance seen within `freshness` before `now`.
+    package func isPresent(
+        userId: String, orderId: String, freshness: Duration, now: Date, on connection: PostgresConnection
+    ) async throws -> Bool {
+        let cutoff = now - freshness
         let rows = try await connection.query(
             """
             SELECT 1 FROM chat_presence WHERE order_id = \(orderId) AND user_id = \(userId) AND seen_at > \(cutoff) LIMIT 1
@@ -169,12 +172,21 @@ package struct ChatStore: Sendable {
     }
 
     /// Keeps this instance's presence rows fresh (and forgets those of instances that stopped refreshing).
-    package func refreshPresence(instanceId: String, staleAfter: Duration, on connection: PostgresConnection)
-        async throws
-    {
+    package func refreshPresence(
+        instanceId: String, staleAfter: Duration, now: Date, on connection: PostgresConnection
+    ) async throws {
         try await connection.query(
-            "UPDATE chat_presence SET seen_at = now() WHERE instance_id = \(instanceId)", logger: logger)
-        let cutoff = Date() - staleAfter
+            "UPDATE chat_presence SET seen_at = \(now) WHERE instance_id = \(instanceId)", logger: logger)
+        let cutoff = now - staleAfter
         try await connection.query("DELETE FROM chat_presence WHERE seen_at < \(cutoff)", logger: logger)
+    }
+}
+
+/// A message insert that neither stored the message nor found the one stored before with its client id.
+struct ChatStoreInconsistency: Error, CustomStringConvertible {
+    var orderId: String
+    var clientMessageId: String?
+    var description: String {
+        "message \(clientMessageId ?? "-") of order \(orderId) was neither stored nor found"
     }
 }

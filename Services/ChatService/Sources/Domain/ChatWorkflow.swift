@@ -1,0 +1,143 @@
+import Contracts
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+/// Chat's transactions: joining, sending (the message, its event and the push to an absent recipient in one
+/// transaction), reading history, and the rooms' projection of orders.events; decided by ``ChatRules``, stored
+/// through ``ChatStore``.
+package struct ChatWorkflow: Sendable {
+    let database: Database
+    let store: ChatStore
+    let outbox: Outbox
+    let settings: ChatSettings
+    let now: Now
+    let logger: Logger
+
+    package init(
+        database: Database, store: ChatStore, outbox: Outbox, settings: ChatSettings, now: Now, logger: Logger
+    ) {
+        self.database = database
+        self.store = store
+        self.outbox = outbox
+        self.settings = settings
+        self.now = now
+        self.logger = logger
+    }
+
+    /// What a joining socket gets: its access, the rider, and the last messages (oldest first).
+    package struct Joined: Sendable {
+        package var access: ChatAccess
+        package var rider: PersonRef?
+        package var history: [ChatMessageView]
+    }
+
+    /// Lets socket `socketId` of `identity` into the room of `orderId` and records its presence.
+    package func join(orderId: String, identity: Identity, socketId: String, instanceId: String) async throws
+        -> Joined
+    {
+        try await database.transaction { connection in
+            let room = try await store.room(orderId, on: connection)
+            let access = try ChatRules.requireJoin(room, by: identity)
+            let history = try await store.messages(
+                orderId: orderId, before: nil, limit: ChatLimits.joinHistory, on: connection)
+            try await store.enter(
+                socketId: socketId, orderId: orderId, userId: identity.userId, instanceId: instanceId, now: now(),
+                on: connection)
+            return Joined(access: access, rider: room?.rider, history: history.reversed())
+        }
+    }
+
+    /// Stores a message of `identity` (once per client message id), with its `ChatMessageSent` and, when the
+    /// recipient has no socket in the room, a push. `isNew` is false for a repeat.
+    package func send(
+        orderId: String, identity: Identity, clientMessageId: String, text: String, quickReplyId: String?
+    ) async throws -> (message: ChatMessageView, isNew: Bool) {
+        try await database.transaction { connection in
+            let room = try await store.room(orderId, on: connection)
+            try ChatRules.requireSend(room, by: identity)
+            let senderName = ChatRules.senderName(of: identity, in: room)
+            let (message, isNew) = try await store.insert(
+                orderId: orderId, senderId: identity.userId, senderRole: identity.role.rawValue, senderName: senderName,
+                text: text, quickReplyId: quickReplyId, clientMessageId: clientMessageId, on: connection
+            )
+            guard isNew else { return (message, false) }
+            try await outbox.enqueue(
+                ChatMessageSent(
+                    messageId: message.id, orderId: orderId, senderId: identity.userId, senderRole: identity.role,
+                    senderName: senderName, text: text, clientMessageId: clientMessageId, sentAt: message.sentAt
+                ),
+                aggregateId: orderId, on: connection, logger: logger
+            )
+            if let recipient = room?.counterpart(of: identity.userId),
+                try await !store.isPresent(
+                    userId: recipient, orderId: orderId, freshness: settings.presenceFreshness, now: now(),
+                    on: connection)
+            {
+                try await outbox.enqueue(
+                    ChatRules.push(for: message, orderId: orderId, recipient: recipient), aggregateId: recipient,
+                    on: connection, logger: logger
+                )
+            }
+            return (message, true)
+        }
+    }
+
+    /// A page of the room's messages, newest first, for someone who may read it.
+    package func history(orderId: String, identity: Identity, before: Int64?, limit: Int) async throws
+        -> [ChatMessageView]
+    {
+        try await database.withConnection { connection in
+            try ChatRules.requireRead(try await store.room(orderId, on: connection), orderId: orderId, by: identity)
+            return try await store.messages(orderId: orderId, before: before, limit: limit, on: connection)
+        }
+    }
+
+    /// Forgets socket `socketId`'s presence.
+    package func leave(socketId: String) async throws {
+        try await database.withConnection { try await store.leave(socketId: socketId, on: $0) }
+    }
+
+    /// Keeps this instance's presence rows fresh and drops those of instances that went away.
+    package func refreshPresence(instanceId: String) async throws {
+        try await database.withConnection {
+            try await store.refreshPresence(
+                instanceId: instanceId, staleAfter: settings.presenceFreshness, now: now(), on: $0)
+        }
+    }
+
+    /// orders.events, once per service (inbox): keep rooms in step with orders; close them with a system message.
+    package func project(_ event: DecodedEvent, on connection: PostgresConnection) async throws {
+        switch event.payload {
+        case let created as OrderCreated:
+            try await store.openRoom(orderId: created.orderId, customerId: created.customerId, on: connection)
+        case let assigned as RiderAssigned:
+            _ = try await store.assign(
+                assigned.rider, orderId: assigned.orderId, customerId: assigned.customerId, on: connection)
+        case let reassigned as RiderReassigned:
+            _ = try await store.assign(
+                reassigned.rider, orderId: reassigned.orderId, customerId: reassigned.customerId, on: connection)
+        case let delivered as OrderDelivered:
+            try await close(
+                delivered.orderId, customerId: delivered.customerId, reason: "OrderDelivered", on: connection)
+        case let cancelled as OrderCancelled:
+            try await close(
+                cancelled.orderId, customerId: cancelled.customerId, reason: "OrderCancelled", on: connection)
+        default:
+            break
+        }
+    }
+
+    private func close(_ orderId: String, customerId: String, reason: String, on connection: PostgresConnection)
+        async throws
+    {
+        guard
+            let message = try await store.close(
+                orderId: orderId, customerId: customerId, reason: reason, on: connection)
+        else { return }
+        try await outbox.enqueue(
+            ChatClosed(orderId: orderId, reason: reason, closedAt: message.sentAt), aggregateId: orderId,
+            on: connection, logger: logger)
+    }
+}
