@@ -27,24 +27,25 @@ package enum NotificationService: ServiceDefinition {
                 "push.android": "\(providers[.android]?.name ?? "-")", "push.ios": "\(providers[.ios]?.name ?? "-")",
             ]
         )
-        let store = NotificationStore(settings: settings, outbox: platform.outbox, logger: platform.logger)
+        let workflow = DeliveryWorkflow(
+            settings: settings, outbox: platform.outbox, now: platform.now, logger: platform.logger)
         let database = platform.database
+        let attempts = BackgroundTasks(
+            name: "push-attempts", capacity: 10_000, concurrency: settings.concurrency, logger: platform.logger)
+        platform.addService(attempts)
         let dispatcher = PushDispatcher(
-            store: store, database: database, providers: providers, concurrency: settings.concurrency,
-            logger: platform.logger
-        )
-        platform.addService(dispatcher)
+            workflow: workflow, database: database, providers: providers, attempts: attempts, logger: platform.logger)
         platform.addConsumerWithFollowUp(name: "notification-requests", topics: [.notificationsRequests]) {
             (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
             guard let request = event.payload(as: PushRequested.self) else { return nil }
-            let deliveries = try await store.accept(request, on: connection)
+            let deliveries = try await workflow.accept(request, on: connection)
             if deliveries.isEmpty { return nil }
             return { @Sendable in dispatcher.enqueue(deliveries) }
         }
         // Retries whose time came, and deliveries whose instance went away mid-attempt.
         platform.addPeriodicJob(every: settings.tick, failure: "could not look for due pushes") {
             dispatcher.enqueue(
-                try await database.withConnection { try await store.due(limit: settings.concurrency * 4, on: $0) })
+                try await database.withConnection { try await workflow.due(limit: settings.concurrency * 4, on: $0) })
         }
 
         let router = platform.makeRouter()

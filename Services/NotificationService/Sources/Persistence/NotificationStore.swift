@@ -1,0 +1,201 @@
+import Contracts
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceKit
+
+extension DevicePlatform: PostgresTextEnum {}
+extension PushPriority: PostgresTextEnum {}
+
+/// Notification's SQL: notifications, their deliveries (one per device), dead letters. Every method runs on the
+/// caller's connection, in its transaction; times come from the caller (the service's clock). No decisions here
+/// (those are ``DeliveryRules`` and ``DeliveryWorkflow``).
+package struct NotificationStore: Sendable {
+    let logger: Logger
+
+    package init(logger: Logger) { self.logger = logger }
+
+    /// A delivery leased for one attempt.
+    package struct Attempt: Sendable {
+        package var deliveryId: Int64
+        package var token: String
+        package var platform: DevicePlatform
+        package var attempt: Int
+        package var userId: String
+        package var correlationId: String?
+        package var message: PushMessage
+    }
+
+    /// Stores the request; false if its notification id was seen before.
+    package func insert(_ request: PushRequested, on connection: PostgresConnection) async throws -> Bool {
+        let data = String(decoding: try JSONEncoder().encode(request.data), as: UTF8.self)
+        let inserted = try await connection.query(
+            """
+            INSERT INTO notifications (notification_id, user_id, kind, title, body, data, priority, collapse_key,
+                                       ttl_seconds, sound, correlation_id, status)
+            VALUES (\(request.notificationId), \(request.userId), \(request.kind.rawValue), \(request.title),
+                    \(request.body), \(data)::jsonb, \(request.priority), \(request.collapseKey), \(request.ttlSeconds),
+                    \(request.sound), \(request.correlationId), 'pending')
+            ON CONFLICT (notification_id) DO NOTHING RETURNING notification_id
+            """, logger: logger
+        )
+        for try await _ in inserted { return true }
+        return false
+    }
+
+    /// A pending delivery of the notification to each device of its user, due at `now`; their ids.
+    package func addDeliveries(of request: PushRequested, now: Date, on connection: PostgresConnection)
+        async throws -> [Int64]
+    {
+        let rows = try await connection.query(
+            """
+            INSERT INTO deliveries (notification_id, token, platform, status, next_attempt_at)
+            SELECT \(request.notificationId), token, platform, 'pending', \(now) FROM devices
+            WHERE user_id = \(request.userId)
+            RETURNING id
+            """, logger: logger
+        )
+        var ids: [Int64] = []
+        for try await id in rows.decode(Int64.self) { ids.append(id) }
+        return ids
+    }
+
+    /// Sets a notification's status.
+    package func setStatus(_ status: String, notificationId: String, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            "UPDATE notifications SET status = \(status) WHERE notification_id = \(notificationId)", logger: logger)
+    }
+
+    /// Leases delivery `id` until `until` if it is due at `now` (or its last lease ran out); nil if it is not.
+    package func lease(_ id: Int64, now: Date, until: Date, on connection: PostgresConnection) async throws -> Attempt?
+    {
+        let rows = try await connection.query(
+            """
+            WITH leased AS (
+                UPDATE deliveries SET status = 'sending', attempts = attempts + 1, leased_until = \(until),
+                       updated_at = now()
+                WHERE id = \(id) AND ((status = 'pending' AND next_attempt_at <= \(now))
+                                      OR (status = 'sending' AND leased_until < \(now)))
+                RETURNING id, notification_id, token, platform, attempts
+            )
+            SELECT l.id, l.token, l.platform, l.attempts, n.notification_id, n.user_id, n.kind, n.title, n.body,
+                   n.data::text, n.priority, n.collapse_key, n.ttl_seconds, n.sound, n.correlation_id
+            FROM leased l JOIN notifications n ON n.notification_id = l.notification_id
+            """, logger: logger
+        )
+        for try await row in rows.decode(
+            (
+                Int64, String, DevicePlatform, Int, String, String, String, String, String, String, PushPriority,
+                String?, Int?, String?, String?
+            ).self
+        ) {
+            let message = PushMessage(
+                notificationId: row.4, kind: PushKind(row.6), title: row.7, body: row.8,
+                data: pushData(fromJSON: row.9),
+                priority: row.10, collapseKey: row.11, ttlSeconds: row.12, sound: row.13
+            )
+            return Attempt(
+                deliveryId: row.0, token: row.1, platform: row.2, attempt: row.3, userId: row.5, correlationId: row.14,
+                message: message)
+        }
+        return nil
+    }
+
+    /// Deliveries due at `now` (new, retries whose time came, leases that ran out).
+    package func due(now: Date, limit: Int, on connection: PostgresConnection) async throws -> [Int64] {
+        let rows = try await connection.query(
+            """
+            (SELECT id FROM deliveries WHERE status = 'pending' AND next_attempt_at <= \(now)
+             ORDER BY next_attempt_at LIMIT \(limit))
+            UNION ALL
+            (SELECT id FROM deliveries WHERE status = 'sending' AND leased_until < \(now) LIMIT \(limit))
+            """, logger: logger
+        )
+        var ids: [Int64] = []
+        for try await id in rows.decode(Int64.self) { ids.append(id) }
+        return ids
+    }
+
+    /// Locks the notification: one outcome of it at a time, so the last of its devices sees the others' states.
+    package func lockNotification(_ notificationId: String, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            "SELECT 1 FROM notifications WHERE notification_id = \(notificationId) FOR UPDATE", logger: logger)
+    }
+
+    /// Puts the delivery back as pending until `at`, with the provider's answer.
+    package func reschedule(
+        _ id: Int64, at: Date, providerStatus: Int?, answer: String, on connection: PostgresConnection
+    ) async throws {
+        try await connection.query(
+            """
+            UPDATE deliveries SET status = 'pending', next_attempt_at = \(at), leased_until = NULL,
+                   provider_status = \(providerStatus), provider_answer = \(String(answer.prefix(2000))),
+                   updated_at = now()
+            WHERE id = \(id)
+            """, logger: logger
+        )
+    }
+
+    /// Ends the delivery's lease with `status` and the provider's answer.
+    package func finish(
+        _ id: Int64, status: String, providerStatus: Int?, answer: String, on connection: PostgresConnection
+    ) async throws {
+        try await connection.query(
+            """
+            UPDATE deliveries SET status = \(status), leased_until = NULL, provider_status = \(providerStatus),
+                   provider_answer = \(String(answer.prefix(2000))), updated_at = now()
+            WHERE id = \(id)
+            """, logger: logger
+        )
+    }
+
+    /// Keeps a delivery that failed for good, with why.
+    package func addDeadLetter(_ attempt: Attempt, reason: String, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            INSERT INTO push_dead_letters (delivery_id, notification_id, token, platform, reason)
+            VALUES (\(attempt.deliveryId), \(attempt.message.notificationId), \(attempt.token), \(attempt.platform),
+                    \(reason))
+            """, logger: logger
+        )
+    }
+
+    /// Forgets a device whose token the provider called dead.
+    package func removeDevice(token: String, on connection: PostgresConnection) async throws {
+        try await connection.query("DELETE FROM devices WHERE token = \(token)", logger: logger)
+    }
+
+    /// Marks a pending notification sent; its number of deliveries if it was pending, nil if not.
+    package func markSent(_ notificationId: String, on connection: PostgresConnection) async throws -> Int? {
+        let rows = try await connection.query(
+            """
+            UPDATE notifications SET status = 'sent' WHERE notification_id = \(notificationId) AND status = 'pending'
+            RETURNING (SELECT count(*) FROM deliveries WHERE notification_id = \(notificationId))
+            """, logger: logger
+        )
+        for try await devices in rows.decode(Int.self) { return devices }
+        return nil
+    }
+
+    /// Marks a pending notification failed if none of its deliveries is under way or sent; whether it did.
+    package func markFailedIfNoneLeft(_ notificationId: String, on connection: PostgresConnection) async throws
+        -> Bool
+    {
+        let rows = try await connection.query(
+            """
+            UPDATE notifications SET status = 'failed'
+            WHERE notification_id = \(notificationId) AND status = 'pending'
+              AND NOT EXISTS (SELECT 1 FROM deliveries WHERE notification_id = \(notificationId)
+                                                         AND status IN ('pending', 'sending', 'sent'))
+            RETURNING notification_id
+            """, logger: logger
+        )
+        for try await _ in rows { return true }
+        return false
+    }
+}
+
+/// A notification's `data` column (jsonb, read as text) as the string map it was written from.
+func pushData(fromJSON text: String) -> [String: String] {
+    (try? JSONDecoder().decode([String: String].self, from: Data(text.utf8))) ?? [:]
+}
