@@ -21,8 +21,8 @@ package enum OrderService: ServiceDefinition {
         var platform = platform
         let settings = try OrderServiceSettings(environment: environment)
         let store = OrderStore(outbox: platform.outbox, logger: platform.logger)
-        let workflow = OrderWorkflow(database: platform.database, store: store)
-        let sagas = PickupSagas(database: platform.database, store: store)
+        let workflow = OrderWorkflow(database: platform.database, store: store, now: platform.now)
+        let sagas = PickupSagas(database: platform.database, store: store, now: platform.now)
 
         let realtime = try await platform.makeRealtimeServer(environment: environment)
         let orders = realtime.namespace("/orders")
@@ -60,7 +60,7 @@ package enum OrderService: ServiceDefinition {
         let api = router.group("v1").add(middleware: platform.authentication)
         OrderRoutes(database: platform.database, store: store, workflow: workflow, sagas: sagas, settings: settings)
             .register(on: api)
-        ServiceRequestRoutes(database: platform.database, store: store).register(on: api)
+        ServiceRequestRoutes(database: platform.database, store: store, now: platform.now).register(on: api)
         return platform.makeApplication(router: router, realtime: realtime)
     }
 }

@@ -20,7 +20,7 @@ package struct RiderAssignmentConsumer: Sendable {
         let order: OrderView
         do {
             order = try await store.order(orderId, forUpdate: true, on: connection)
-        } catch let error as APIError where error.code == .notFound {
+        } catch OrderRecordError.noOrder {
             try await refuse(accepted, status: "Unknown", order: nil, on: connection)
             return
         }
@@ -50,7 +50,7 @@ package struct RiderAssignmentConsumer: Sendable {
             return
         }
         order.version += 1
-        order.updatedAt = Date()
+        order.updatedAt = workflow.now()
         try await store.update(order, on: connection)
         try await store.record(refusal, aggregateType: "order", sequence: order.version, actor: nil, on: connection)
     }

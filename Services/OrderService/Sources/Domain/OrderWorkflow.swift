@@ -10,10 +10,12 @@ import ServiceKit
 package struct OrderWorkflow: Sendable {
     package let database: Database
     package let store: OrderStore
+    package let now: Now
 
-    package init(database: Database, store: OrderStore) {
+    package init(database: Database, store: OrderStore, now: Now) {
         self.database = database
         self.store = store
+        self.now = now
     }
 
     /// Applies `action` to order `id` within the caller's transaction and returns the order after it.
@@ -22,16 +24,11 @@ package struct OrderWorkflow: Sendable {
         on connection: PostgresConnection
     ) async throws -> OrderView {
         var order = try await store.order(id, forUpdate: true, on: connection)
-        let next: OrderSnapshot
-        do {
-            next = try OrderRules.apply(action, to: order.snapshot, by: actor)
-        } catch {
-            throw Self.apiError(error)
-        }
+        let next = try OrderRules.apply(action, to: order.snapshot, by: actor)
         // Checked, but nothing to record: a photo upload, or the same rider assigned again.
         if case .uploadProofPhoto = action { return order }
         if case .assignRider(let rider) = action, order.rider?.id == rider.id { return order }
-        let now = Date()
+        let now = self.now()
         let previousRider = order.rider
         order.status = next.status
         order.rider = next.rider
@@ -71,7 +68,8 @@ package struct OrderWorkflow: Sendable {
                 )
             )
             try await store.record(pickedUp, aggregateType: "order", sequence: sequence, actor: actor, on: connection)
-            try await startPickupSaga(order: order, rider: rider, pickupEventId: pickedUp.eventId, on: connection)
+            try await startPickupSaga(
+                order: order, rider: rider, pickupEventId: pickedUp.eventId, at: now, on: connection)
         case .deliver:
             try await record(
                 OrderDelivered(
@@ -130,45 +128,15 @@ package struct OrderWorkflow: Sendable {
     }
 
     private func startPickupSaga(
-        order: OrderView, rider: PersonRef, pickupEventId: UUID, on connection: PostgresConnection
-    )
-        async throws
-    {
+        order: OrderView, rider: PersonRef, pickupEventId: UUID, at startedAt: Date, on connection: PostgresConnection
+    ) async throws {
         let push = Self.pickupNotification(order: order, rider: rider)
         try await store.outbox.enqueue(push, aggregateId: order.customerId, on: connection, logger: store.logger)
         try await connection.query(
             """
-            INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id)
-            VALUES (\(UUID(uuidString: order.id)), \(pickupEventId), \(push.notificationId))
+            INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id, started_at)
+            VALUES (\(UUID(uuidString: order.id)), \(pickupEventId), \(push.notificationId), \(startedAt))
             """, logger: store.logger
         )
-    }
-
-    /// The HTTP answer for a refused transition.
-    package static func apiError(_ violation: OrderRuleViolation) -> APIError {
-        switch violation {
-        case .forbidden(let message):
-            APIError.forbidden(message)
-        case .notAssignedRider:
-            APIError.forbidden("you are not the rider assigned to this order", code: .notAssignedRider)
-        case .cancelled:
-            APIError.conflict(
-                .orderCancelled, "the order was cancelled", details: ["currentState": OrderStatus.cancelled.rawValue])
-        case .stateConflict(let current, let allowed):
-            APIError.conflict(
-                .orderStateConflict,
-                "the order is \(current.rawValue); this needs "
-                    + (allowed.isEmpty ? "another state" : allowed.map(\.rawValue).joined(separator: " or ")),
-                details: ["currentState": current.rawValue]
-            )
-        case .riderNotArrived:
-            APIError.conflict(
-                .riderNotArrived, "confirm arrival at the store before the pickup",
-                details: ["currentState": OrderStatus.readyForPickup.rawValue]
-            )
-        case .proofPhotoRequired:
-            APIError.unprocessable(
-                .proofPhotoRequired, "this prepaid order needs a photo proof of delivery before it is delivered")
-        }
     }
 }

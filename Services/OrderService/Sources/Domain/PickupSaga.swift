@@ -49,14 +49,17 @@ package enum PickupSagaStep: String, Sendable, CaseIterable {
     case vendorUpdated = "vendor_updated_at"
 }
 
-/// Reads and advances pickup sagas; republishes stalled steps.
+/// Reads and advances pickup sagas; republishes stalled steps. Step times and the step deadline come from the
+/// service's clock.
 package struct PickupSagas: Sendable {
     package let database: Database
     package let store: OrderStore
+    package let now: Now
 
-    package init(database: Database, store: OrderStore) {
+    package init(database: Database, store: OrderStore, now: Now) {
         self.database = database
         self.store = store
+        self.now = now
     }
 
     package func view(of orderId: UUID, on connection: PostgresConnection) async throws -> PickupSagaView? {
@@ -102,11 +105,12 @@ package struct PickupSagas: Sendable {
     package func complete(_ step: PickupSagaStep, of orderId: UUID, on connection: PostgresConnection) async throws {
         var query = PostgresQuery(
             unsafeSQL: """
-                UPDATE pickup_sagas SET \(step.rawValue) = coalesce(\(step.rawValue), now())
+                UPDATE pickup_sagas SET \(step.rawValue) = coalesce(\(step.rawValue), $2)
                 WHERE order_id = $1
                 """, binds: PostgresBindings()
         )
         query.binds.append(orderId)
+        query.binds.append(now())
         try await connection.query(query, logger: store.logger)
         try await settle(orderId, on: connection)
     }
@@ -125,11 +129,12 @@ package struct PickupSagas: Sendable {
 
     /// Ends the saga once every step reported: completed, or failed if the customer's push failed for good.
     private func settle(_ orderId: UUID, on connection: PostgresConnection) async throws {
+        let now = self.now()
         try await connection.query(
             """
             UPDATE pickup_sagas
-            SET completed_at = CASE WHEN customer_notified_at IS NOT NULL THEN now() END,
-                failed_at = CASE WHEN customer_notified_at IS NULL THEN now() END,
+            SET completed_at = CASE WHEN customer_notified_at IS NOT NULL THEN \(now) END,
+                failed_at = CASE WHEN customer_notified_at IS NULL THEN \(now) END,
                 failure = CASE WHEN customer_notified_at IS NULL
                     THEN 'the customer could not be notified: ' || customer_notification_failure END
             WHERE order_id = \(orderId) AND completed_at IS NULL AND failed_at IS NULL
@@ -145,7 +150,7 @@ package struct PickupSagas: Sendable {
     /// how many sagas it republished for or failed.
     package func republishStalled(stepTimeout: Duration, maximumRepublishes: Int, limit: Int = 100) async throws -> Int
     {
-        let timeoutMilliseconds = stepTimeout.milliseconds
+        let cutoff = now() - stepTimeout
         return try await database.transaction { connection in
             let rows = try await connection.query(
                 """
@@ -155,9 +160,8 @@ package struct PickupSagas: Sendable {
                 WHERE completed_at IS NULL AND failed_at IS NULL
                   AND (tracking_started_at IS NULL OR vendor_updated_at IS NULL
                        OR (customer_notified_at IS NULL AND customer_notification_failure IS NULL))
-                  AND started_at < now() - \(timeoutMilliseconds) * interval '1 millisecond'
-                  AND (last_republished_at IS NULL
-                       OR last_republished_at < now() - \(timeoutMilliseconds) * interval '1 millisecond')
+                  AND started_at < \(cutoff)
+                  AND (last_republished_at IS NULL OR last_republished_at < \(cutoff))
                 ORDER BY started_at LIMIT \(limit) FOR UPDATE SKIP LOCKED
                 """, logger: store.logger
             )
@@ -218,7 +222,7 @@ package struct PickupSagas: Sendable {
         }
         try await connection.query(
             """
-            UPDATE pickup_sagas SET republish_count = republish_count + 1, last_republished_at = now()
+            UPDATE pickup_sagas SET republish_count = republish_count + 1, last_republished_at = \(now())
             WHERE order_id = \(orderId)
             """, logger: store.logger
         )
@@ -232,7 +236,7 @@ package struct PickupSagas: Sendable {
         let failure =
             "no report after \(saga.republishCount) republishes from: " + saga.pendingSteps.joined(separator: ", ")
         try await connection.query(
-            "UPDATE pickup_sagas SET failed_at = now(), failure = \(failure) WHERE order_id = \(saga.orderId)",
+            "UPDATE pickup_sagas SET failed_at = \(now()), failure = \(failure) WHERE order_id = \(saga.orderId)",
             logger: store.logger
         )
         store.logger.error(

@@ -99,3 +99,10 @@ extension OrderView: ResponseEncodable {}
 extension VendorView: ResponseEncodable {}
 extension ServiceRequestView: ResponseEncodable {}
 extension OrderEventView: ResponseEncodable {}
+
+/// A record the order service was asked for and does not have, or one it already has.
+package enum OrderRecordError: Error, Equatable, Sendable {
+    case noOrder(UUID)
+    case noServiceRequest(UUID)
+    case vendorExists(String)
+}

@@ -27,7 +27,7 @@ package struct OrderStore: Sendable {
                 """, logger: logger
             )
         } catch let error as PSQLError where error.sqlState == "23505" {
-            throw APIError.conflict(.alreadyExists, "vendor \(vendor.id) already exists")
+            throw OrderRecordError.vendorExists(vendor.id)
         }
     }
 
@@ -77,7 +77,7 @@ package struct OrderStore: Sendable {
         for try await row in rows {
             return try Self.order(from: row.makeRandomAccess())
         }
-        throw APIError.notFound("no order \(id)")
+        throw OrderRecordError.noOrder(id)
     }
 
     private static func order(from cells: PostgresRandomAccessRow) throws -> OrderView {
@@ -235,7 +235,7 @@ package struct OrderStore: Sendable {
                 updatedAt: try cells["updated_at"].decode(Date.self)
             )
         }
-        throw APIError.notFound("no service request \(id)")
+        throw OrderRecordError.noServiceRequest(id)
     }
 
     package func update(_ request: ServiceRequestView, on connection: PostgresConnection) async throws {

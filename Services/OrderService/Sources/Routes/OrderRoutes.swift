@@ -93,7 +93,7 @@ package struct OrderRoutes: Sendable {
             guard let vendor = try await store.vendor(vendorId, on: connection) else {
                 throw APIError(.unprocessableContent, code: .validationFailed, message: "no vendor \(vendorId)")
             }
-            let now = Date()
+            let now = workflow.now()
             let order = OrderView(
                 id: UUID().uuidString.lowercased(), status: .pendingVendorAcceptance, customerId: identity.userId,
                 vendor: VendorRef(id: vendor.id, name: vendor.name, address: vendor.address), deliveryAddress: address,
@@ -186,11 +186,7 @@ package struct OrderRoutes: Sendable {
         let actor = OrderActor(id: identity.userId, role: identity.role)
         // Who may upload is checked before up to PROOF_PHOTO_MAX_BYTES are read (and again in the transaction).
         let order = try await database.withConnection { try await store.order(id, on: $0) }
-        do {
-            _ = try OrderRules.apply(.uploadProofPhoto, to: order.snapshot, by: actor)
-        } catch {
-            throw OrderWorkflow.apiError(error)
-        }
+        _ = try OrderRules.apply(.uploadProofPhoto, to: order.snapshot, by: actor)
         let bytes = try await request.collectBody(upTo: settings.proofPhotoMaxBytes)
         guard let contentType = ImageKind.detect(bytes) else {
             throw APIError(

@@ -9,6 +9,7 @@ import ServiceKit
 package struct ServiceRequestRoutes: Sendable {
     let database: Database
     let store: OrderStore
+    let now: Now
 
     struct CreateServiceRequest: Codable, Sendable {
         var serviceAddress: Address
@@ -56,7 +57,7 @@ package struct ServiceRequestRoutes: Sendable {
         let description = try Validate.text(input.description, "description", maximum: 1000)
         let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
         return try await database.idempotentTransaction(idempotency, status: .created) { connection in
-            let now = Date()
+            let now = self.now()
             let view = ServiceRequestView(
                 id: UUID().uuidString.lowercased(), status: .requested, customerId: identity.userId,
                 serviceAddress: address, description: description,
@@ -114,22 +115,8 @@ package struct ServiceRequestRoutes: Sendable {
         let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
         return try await database.idempotentTransaction(idempotency) { connection in
             var view = try await store.serviceRequest(id, forUpdate: true, on: connection)
-            let next: ServiceRequestSnapshot
-            do {
-                next = try ServiceRequestRules.apply(action, to: view.snapshot, by: actor)
-            } catch let violation as ServiceRequestRuleViolation {
-                switch violation {
-                case .forbidden(let message): throw APIError.forbidden(message)
-                case .stateConflict(let current, let allowed):
-                    throw APIError.conflict(
-                        .serviceRequestStateConflict,
-                        "the request is \(current.rawValue); this needs "
-                            + allowed.map(\.rawValue).joined(separator: " or "),
-                        details: ["currentState": current.rawValue]
-                    )
-                }
-            }
-            let now = Date()
+            let next = try ServiceRequestRules.apply(action, to: view.snapshot, by: actor)
+            let now = self.now()
             view.status = next.status
             view.technician = next.technician
             view.version += 1
