@@ -8,9 +8,10 @@ import ServiceKit
 import TestSupport
 import Testing
 
-/// One allocation service for the suite, with short deadlines (offers last 4 s, a receipt is due within 2 s) and a
-/// broker of its own: the order service of a parallel suite would otherwise refuse these tests' accepted offers for
-/// orders it never saw, releasing their riders.
+/// One allocation service for a suite, on a broker of its own: the order service of a parallel suite would
+/// otherwise refuse these tests' accepted offers for orders it never saw, releasing their riders. The shared one has
+/// short deadlines (offers last 4 s, a receipt is due within 2 s) that no test waits for; the stepped one has the
+/// default deadlines and a clock its tests step past them.
 struct AllocationHarness: Sendable {
     static let settings = [
         "OFFER_TIMEOUT_SECONDS": "4", "OFFER_RECEIPT_TIMEOUT_SECONDS": "2", "ALLOCATION_TICK_MS": "100",
@@ -19,15 +20,34 @@ struct AllocationHarness: Sendable {
     let client: ServiceClient
     let schema: String
     let broker: TansuBroker
+    let settings: [String: String]
+    /// The base URL of the service's clock control (a ``SteppedClock``).
+    let clockURL: String
 
-    private static let shared = SuiteShared {
+    static func start(brokerPort: Int, settings: [String: String]) async throws -> AllocationHarness {
         let schema = uniqueName("allocation")
-        let broker = TansuBroker(port: 19110)
+        let broker = TansuBroker(port: brokerPort)
         try await broker.start()
+        let clock = SteppedClock()
+        let clockURL = try await clock.serveControl()
         let client = try await startSuiteService(
-            AllocationService.self, schema: schema, brokers: broker.address, extra: settings)
-        return AllocationHarness(client: client, schema: schema, broker: broker)
+            AllocationService.self, schema: schema, brokers: broker.address, extra: settings, now: clock.now)
+        return AllocationHarness(
+            client: client, schema: schema, broker: broker, settings: settings, clockURL: clockURL)
     }
+
+    private static let shared = SuiteShared { try await start(brokerPort: 19110, settings: settings) }
+
+    private static let stepped = SuiteShared {
+        try await start(
+            brokerPort: 19114,
+            settings: settings.merging(["OFFER_TIMEOUT_SECONDS": "60", "OFFER_RECEIPT_TIMEOUT_SECONDS": "10"]) {
+                $1
+            })
+    }
+
+    /// A service whose deadlines pass only when a test steps its clock (its tests run one at a time).
+    static func getStepped() async throws -> AllocationHarness { try await stepped.get() }
 
     static func get() async throws -> AllocationHarness { try await shared.get() }
 
@@ -37,6 +57,8 @@ struct AllocationHarness: Sendable {
         let customerId = uniqueName("customer")
         var config = [
             "url": client.baseURL, "brokers": broker.address, "lat": String(spot.lat), "lng": String(spot.lng),
+            "clockUrl": clockURL, "offerTimeoutSeconds": settings["OFFER_TIMEOUT_SECONDS"] ?? "",
+            "receiptTimeoutSeconds": settings["OFFER_RECEIPT_TIMEOUT_SECONDS"] ?? "",
             "orderId": UUID().uuidString.lowercased(), "customerId": customerId,
             "customerToken": try await TestAuth.token(customerId, .customer),
         ]
@@ -129,27 +151,6 @@ struct AllocationServiceTests {
         #expect(result["near_after_delivery"]?["status"]?.stringValue == "online")
     }
 
-    @Test("a rejected offer and an expired one go to the next nearest rider; answers after that are refused")
-    func rejectionAndExpiry() async throws {
-        let harness = try await AllocationHarness.get()
-        let result = try await harness.scenario("reassign", riders: ["near", "middle", "far"])
-        #expect(result["rejected"]?["body"]?["status"]?.stringValue == "rejected")
-        #expect(code(result["rejected_then_accepted"]) == "OFFER_NOT_PENDING")
-        #expect(result["middle_offer"]?.arrayValue.count == 1)
-        #expect(result["middle_expired"]?[0]?["reason"]?.stringValue == "timed_out")
-        #expect(result["middle_after_expiry"]?["status"]?.stringValue == "online")
-        #expect(code(result["expired_then_accepted"]) == "OFFER_EXPIRED")
-        #expect(result["far_accepted"]?["body"]?["status"]?.stringValue == "accepted")
-        #expect(result["near_offers"]?.arrayValue.count == 1, "a rider who declined was offered the order again")
-        #expect(result["middle_offers"]?.arrayValue.count == 1, "a rider who timed out was offered the order again")
-        let events = result["events"]?.arrayValue ?? []
-        #expect(
-            eventTypes(result["events"]) == [
-                "OfferSent", "OfferRejected", "OfferSent", "OfferRejected", "OfferSent", "OfferAccepted",
-            ])
-        #expect(events.compactMap { $0["payload"]?["reason"]?.stringValue } == ["rejected", "timed_out"])
-    }
-
     @Test("two orders ready at once are never offered to one rider together")
     func oneOfferAtATime() async throws {
         let harness = try await AllocationHarness.get()
@@ -214,21 +215,6 @@ struct AllocationServiceTests {
         #expect(code(result["accept_after_rescind"]) == "OFFER_RESCINDED")
         #expect(result["rider_after"]?["status"]?.stringValue == "online")
         #expect(code(result["pending_after"]) == "NO_ACTIVE_OFFER")
-    }
-
-    @Test(
-        "a rider whose app never confirms the offer is recorded unreachable within the receipt time; the next rider gets it"
-    )
-    func unreachableRiderSkipped() async throws {
-        let harness = try await AllocationHarness.get()
-        let result = try await harness.scenario("unreachable", riders: ["near", "far"])
-        #expect(result["offer"]?.arrayValue.count == 1, "\(result)")
-        let seconds = result["offer_seconds"]?.doubleValue ?? 0
-        // The receipt window is 2 s and the offer 4 s: the far rider is asked before the first offer would expire.
-        #expect(seconds >= 2 && seconds < 4, "the next rider was offered after \(seconds) s")
-        #expect(result["silent_after"]?["status"]?.stringValue == "offline")
-        let reasons = result["events"]?.arrayValue.compactMap { $0["payload"]?["reason"]?.stringValue }
-        #expect(reasons == ["unreachable"])
     }
 
     @Test("with nobody eligible AllocationFailed is published and a rider who comes online later gets the order")
@@ -336,6 +322,47 @@ struct AllocationServiceTests {
     }
 }
 
+@Suite("Allocation deadlines end to end, on a stepped clock", .serialized, .timeLimit(.minutes(3)))
+struct AllocationSteppedDeadlineTests {
+    @Test("a rejected offer and an expired one go to the next nearest rider; answers after that are refused")
+    func rejectionAndExpiry() async throws {
+        let harness = try await AllocationHarness.getStepped()
+        let result = try await harness.scenario("reassign", riders: ["near", "middle", "far"])
+        #expect(result["rejected"]?["body"]?["status"]?.stringValue == "rejected")
+        #expect(code(result["rejected_then_accepted"]) == "OFFER_NOT_PENDING")
+        #expect(result["middle_offer"]?.arrayValue.count == 1)
+        #expect(result["middle_expired_early"]?.arrayValue.isEmpty == true, "the offer expired before its deadline")
+        #expect(result["middle_expired"]?[0]?["reason"]?.stringValue == "timed_out")
+        #expect(result["middle_after_expiry"]?["status"]?.stringValue == "online")
+        #expect(code(result["expired_then_accepted"]) == "OFFER_EXPIRED")
+        #expect(result["far_accepted"]?["body"]?["status"]?.stringValue == "accepted")
+        #expect(result["near_offers"]?.arrayValue.count == 1, "a rider who declined was offered the order again")
+        #expect(result["middle_offers"]?.arrayValue.count == 1, "a rider who timed out was offered the order again")
+        let events = result["events"]?.arrayValue ?? []
+        #expect(
+            eventTypes(result["events"]) == [
+                "OfferSent", "OfferRejected", "OfferSent", "OfferRejected", "OfferSent", "OfferAccepted",
+            ])
+        #expect(events.compactMap { $0["payload"]?["reason"]?.stringValue } == ["rejected", "timed_out"])
+    }
+
+    @Test(
+        "a rider whose app never confirms the offer is recorded unreachable once the receipt time passes; the next rider gets it"
+    )
+    func unreachableRiderSkipped() async throws {
+        let harness = try await AllocationHarness.getStepped()
+        let result = try await harness.scenario("unreachable", riders: ["near", "far"])
+        #expect(
+            result["offer_before_receipt_deadline"]?.arrayValue.isEmpty == true,
+            "the next rider was asked before the receipt time passed")
+        // Stepped past the receipt time (10 s), not the offer's (60 s): the receipt deadline decided.
+        #expect(result["offer"]?.arrayValue.count == 1, "\(result)")
+        #expect(result["silent_after"]?["status"]?.stringValue == "offline")
+        let reasons = result["events"]?.arrayValue.compactMap { $0["payload"]?["reason"]?.stringValue }
+        #expect(reasons == ["unreachable"])
+    }
+}
+
 @Suite("Allocation deadlines survive a restart", .timeLimit(.minutes(3)))
 struct AllocationRestartTests {
     @Test(
@@ -343,7 +370,8 @@ struct AllocationRestartTests {
     )
     func expiryAfterRestart() async throws {
         let schema = uniqueName("allocation")
-        let extra = ["OFFER_TIMEOUT_SECONDS": "2", "OFFER_RECEIPT_TIMEOUT_SECONDS": "60", "ALLOCATION_TICK_MS": "100"]
+        let extra = ["OFFER_TIMEOUT_SECONDS": "60", "OFFER_RECEIPT_TIMEOUT_SECONDS": "60", "ALLOCATION_TICK_MS": "100"]
+        let clock = SteppedClock()
         let spot = TestSpot()
         let (nearId, farId) = (uniqueName("rider"), uniqueName("rider"))
         let near = try await TestAuth.token(nearId, .rider)
@@ -353,7 +381,7 @@ struct AllocationRestartTests {
             let environment = try testServiceEnvironment(schema: schema, extra: extra)
             return try await AllocationService.buildApplication(
                 configuration: try AllocationService.configuration(environment: environment), environment: environment,
-                logger: TestInfrastructure.logger("allocation-service")
+                logger: TestInfrastructure.logger("allocation-service"), now: clock.now
             )
         }
         let offer = try await withRunningService(try await application()) { client in
@@ -387,7 +415,7 @@ struct AllocationRestartTests {
             return try #require(offer)
         }
         // Down while the deadline passes.
-        try await Task.sleep(for: .seconds(3))
+        clock.advance(by: .seconds(61))
         try await withRunningService(try await application()) { client in
             var farOffer: OfferView?
             try await eventually(timeout: .seconds(30), "the far rider's offer after the restart") {

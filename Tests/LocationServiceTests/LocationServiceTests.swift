@@ -51,6 +51,9 @@ struct LocationHarness: Sendable {
     let schema: String
     let broker: TansuBroker
     let osrm: FakeOSRM
+    let settings: [String: String]
+    /// The base URL of the service's clock control (a ``SteppedClock``).
+    let clockURL: String
 
     static func start(brokerPort: Int, extra: [String: String]) async throws -> LocationHarness {
         let osrm = FakeOSRM()
@@ -64,20 +67,35 @@ struct LocationHarness: Sendable {
             "TRACKING_STALE_AFTER_SECONDS": "3", "TRACKING_TICK_MS": "200", "POSITION_PUBLISH_INTERVAL_SECONDS": "1",
         ]
         settings.merge(extra) { _, new in new }
+        let clock = SteppedClock()
+        let clockURL = try await clock.serveControl()
         let client = try await startSuiteService(
-            LocationService.self, schema: schema, brokers: broker.address, extra: settings)
-        return LocationHarness(client: client, schema: schema, broker: broker, osrm: osrm)
+            LocationService.self, schema: schema, brokers: broker.address, extra: settings, now: clock.now)
+        return LocationHarness(
+            client: client, schema: schema, broker: broker, osrm: osrm, settings: settings, clockURL: clockURL)
     }
 
     private static let shared = SuiteShared { try await LocationHarness.start(brokerPort: 19111, extra: [:]) }
 
+    /// A service whose staleness (30 s) and time limit (120 s) pass only when a test steps its clock (its tests
+    /// run one at a time).
+    private static let stepped = SuiteShared {
+        try await LocationHarness.start(
+            brokerPort: 19112, extra: ["TRACKING_STALE_AFTER_SECONDS": "30", "TRACKING_MAX_SECONDS": "120"])
+    }
+
     static func get() async throws -> LocationHarness { try await shared.get() }
+
+    static func getStepped() async throws -> LocationHarness { try await stepped.get() }
 
     /// Runs a scenario of location_scenarios.py around a fresh spot with fresh users and jobs.
     func scenario(_ name: String) async throws -> (result: JSONValue, config: [String: String]) {
         let spot = TestSpot()
         var config = [
-            "url": client.baseURL, "brokers": broker.address, "lat": String(format: "%.6f", spot.lat),
+            "url": client.baseURL, "brokers": broker.address, "clockUrl": clockURL,
+            "staleAfterSeconds": settings["TRACKING_STALE_AFTER_SECONDS"] ?? "",
+            "maximumTrackingSeconds": settings["TRACKING_MAX_SECONDS"] ?? "",
+            "lat": String(format: "%.6f", spot.lat),
             "lng": String(format: "%.6f", spot.lng),
             "orderId": UUID().uuidString.lowercased(), "requestId": UUID().uuidString.lowercased(),
         ]
@@ -179,39 +197,6 @@ struct LocationServiceTests {
         #expect(rowsWithPositions == 0)
     }
 
-    @Test("a technician visit: waiting for travel mode, live, stale and live again, travel mode off and on, arrived")
-    func serviceRequestTracking() async throws {
-        let harness = try await LocationHarness.get()
-        let (result, _) = try await harness.scenario("service")
-        #expect(result["assigned"]?["state"]?.stringValue == "not_started")
-        #expect(
-            result["waiting"]?[0]?["message"]?.stringValue
-                == "Technician is on the way. Live location will be available once the technician enables it."
-        )
-        #expect(result["other_travel_mode"]?["status"]?.doubleValue == 403)
-        #expect(result["customer_travel_mode"]?["status"]?.doubleValue == 403)
-        #expect(result["travel_mode_on"]?["body"]?["state"]?.stringValue == "live")
-        #expect(result["first_location"]?.arrayValue.count == 1)
-        #expect(result["first_eta"]?[0]?["spokenText"]?.stringValue?.hasPrefix("Technician is currently") == true)
-        let stale = try #require(result["stale"]?[0], "\(result)")
-        #expect(stale["message"]?.stringValue == "ETA recalculating")
-        #expect(stale["lastUpdatedAt"]?.stringValue != nil)
-        #expect(result["stale_eta"]?[0]?["text"]?.stringValue == "ETA recalculating")
-        #expect(result["states_after_resume"]?.arrayValue.last?.stringValue == "live")
-        #expect(
-            result["ended_travel_mode"]?[0]?["message"]?.stringValue
-                == "The technician has stopped sharing their location.")
-        #expect(result["travel_mode_on_again"]?["body"]?["state"]?.stringValue == "live")
-        #expect(result["arrived"]?["state"]?.stringValue == "ended")
-        #expect(result["arrived"]?["message"]?.stringValue == "The technician has arrived.")
-        let events = result["events"]?.arrayValue.compactMap { $0[0]?.stringValue } ?? []
-        #expect(
-            events == ["TrackingStarted", "TrackingStopped", "TrackingStarted", "TrackingStopped"],
-            "\(result["events"] ?? .null)")
-        let reasons = result["events"]?.arrayValue.compactMap { $0[1]?.stringValue }
-        #expect(reasons == ["travel_mode_off", "arrived"])
-    }
-
     @Test("when the routing service fails the ETA is unavailable and locations keep flowing")
     func etaUnavailable() async throws {
         let harness = try await LocationHarness.get()
@@ -263,19 +248,56 @@ struct LocationServiceTests {
     }
 }
 
-@Suite("Location's time limit", .timeLimit(.minutes(3)))
-struct LocationTimeLimitTests {
+@Suite("Location deadlines on a stepped clock", .serialized, .timeLimit(.minutes(3)))
+struct LocationSteppedDeadlineTests {
+    @Test("a technician visit: waiting for travel mode, live, stale and live again, travel mode off and on, arrived")
+    func serviceRequestTracking() async throws {
+        let harness = try await LocationHarness.getStepped()
+        let (result, _) = try await harness.scenario("service")
+        #expect(result["assigned"]?["state"]?.stringValue == "not_started")
+        #expect(
+            result["waiting"]?[0]?["message"]?.stringValue
+                == "Technician is on the way. Live location will be available once the technician enables it."
+        )
+        #expect(result["other_travel_mode"]?["status"]?.doubleValue == 403)
+        #expect(result["customer_travel_mode"]?["status"]?.doubleValue == 403)
+        #expect(result["travel_mode_on"]?["body"]?["state"]?.stringValue == "live")
+        #expect(result["first_location"]?.arrayValue.count == 1)
+        #expect(result["first_eta"]?[0]?["spokenText"]?.stringValue?.hasPrefix("Technician is currently") == true)
+        #expect(result["stale_early"]?.arrayValue.isEmpty == true, "stale before the limit passed")
+        let stale = try #require(result["stale"]?[0], "\(result)")
+        #expect(stale["message"]?.stringValue == "ETA recalculating")
+        #expect(stale["lastUpdatedAt"]?.stringValue != nil)
+        #expect(result["stale_eta"]?[0]?["text"]?.stringValue == "ETA recalculating")
+        #expect(result["states_after_resume"]?.arrayValue.last?.stringValue == "live")
+        #expect(
+            result["ended_travel_mode"]?[0]?["message"]?.stringValue
+                == "The technician has stopped sharing their location.")
+        #expect(result["travel_mode_on_again"]?["body"]?["state"]?.stringValue == "live")
+        #expect(result["arrived"]?["state"]?.stringValue == "ended")
+        #expect(result["arrived"]?["message"]?.stringValue == "The technician has arrived.")
+        let events = result["events"]?.arrayValue.compactMap { $0[0]?.stringValue } ?? []
+        #expect(
+            events == ["TrackingStarted", "TrackingStopped", "TrackingStarted", "TrackingStopped"],
+            "\(result["events"] ?? .null)")
+        let reasons = result["events"]?.arrayValue.compactMap { $0[1]?.stringValue }
+        #expect(reasons == ["travel_mode_off", "arrived"])
+    }
+
     @Test(
         "travel mode switches itself off after the limit (configurable): tracking ends and the technician gets a push")
     func timeLimit() async throws {
-        let harness = try await LocationHarness.start(
-            brokerPort: 19112, extra: ["TRACKING_MAX_SECONDS": "3", "TRACKING_STALE_AFTER_SECONDS": "60"])
+        let harness = try await LocationHarness.getStepped()
         let (result, _) = try await harness.scenario("time_limit")
         #expect(result["travel_mode_on"]?["body"]?["state"]?.stringValue == "live", "\(result)")
+        #expect(result["ended_early"]?.arrayValue.isEmpty == true, "ended before the limit passed")
         #expect(result["ended"]?[0]?["message"]?.stringValue == "Live location sharing ended after the time limit.")
         let reasons = result["events"]?.arrayValue.compactMap { $0[1]?.stringValue }
         #expect(reasons == ["time_limit"])
         #expect(result["push"]?["kind"]?.stringValue == "travel_mode_off")
         #expect(result["push"]?["title"]?.stringValue == "Travel mode switched off")
+        #expect(
+            result["push"]?["body"]?.stringValue?.hasPrefix("Travel mode was on for 2 minutes, so it was switched off.")
+                == true)
     }
 }

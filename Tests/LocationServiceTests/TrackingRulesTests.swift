@@ -87,5 +87,11 @@ struct TrackingRulesTests {
         #expect(push.body.hasPrefix("Travel mode was on for 4 hours"))
         #expect(push.data["link"] == "app://service-requests/job-1")
         #expect(push.notificationId == "travel-mode-off-job-1-1790000000")
+        let short = TrackingRules.travelModeOffPush(
+            Self.job(.serviceRequest), technicianId: "courier-1", maximumTracking: .seconds(90), now: Self.now)
+        #expect(short.body.hasPrefix("Travel mode was on for 2 minutes,"))
+        let hour = TrackingRules.travelModeOffPush(
+            Self.job(.serviceRequest), technicianId: "courier-1", maximumTracking: .seconds(3600), now: Self.now)
+        #expect(hour.body.hasPrefix("Travel mode was on for 1 hour,"))
     }
 }

@@ -23,11 +23,21 @@ final class OrderHarness: Sendable {
     let rider: String
     let riderId: String
     let otherRider: String
+    /// The service's clock: pickup-saga deadlines pass when a test steps it.
+    let clock: SteppedClock
 
-    private static let shared = SuiteShared { try await OrderHarness.start() }
+    private static let shared = SuiteShared { try await OrderHarness.start(sagaStepTimeout: "2") }
 
     /// The suite's service, started on first use and left running until the test process ends.
     static func get() async throws -> OrderHarness { try await shared.get() }
+
+    private static let stepped = SuiteShared { try await OrderHarness.start(sagaStepTimeout: "60") }
+
+    /// A service whose saga steps time out (60 s) only when a test steps its clock (its tests run one at a time).
+    static func getStepped() async throws -> OrderHarness { try await stepped.get() }
+
+    /// The step time-out of the stepped service, and a step past it.
+    static let stepPastSagaTimeout = Duration.seconds(61)
 
     /// Publishes `payload` on its topic, keyed by `aggregateId`, as the service that owns it would.
     func publish<Payload: EventPayload>(_ payload: Payload, aggregateId: String) async throws {
@@ -49,8 +59,9 @@ final class OrderHarness: Sendable {
 
     private init(
         client: ServiceClient, schema: String, producer: KafkaProducer, tokens: [String], vendorId: String,
-        riderId: String
+        riderId: String, clock: SteppedClock
     ) {
+        self.clock = clock
         self.client = client
         self.schema = schema
         self.producer = producer
@@ -59,14 +70,16 @@ final class OrderHarness: Sendable {
         self.riderId = riderId
     }
 
-    private static func start() async throws -> OrderHarness {
+    private static func start(sagaStepTimeout: String) async throws -> OrderHarness {
         let schema = uniqueName("orders")
+        let clock = SteppedClock()
         let client = try await startSuiteService(
             OrderService.self, schema: schema,
             extra: [
-                "SAGA_STEP_TIMEOUT_SECONDS": "2", "SAGA_CHECK_INTERVAL_MS": "300", "PROOF_PHOTO_MAX_BYTES": "65536",
-                "SAGA_MAX_REPUBLISHES": String(sagaMaximumRepublishes),
-            ]
+                "SAGA_STEP_TIMEOUT_SECONDS": sagaStepTimeout, "SAGA_CHECK_INTERVAL_MS": "300",
+                "PROOF_PHOTO_MAX_BYTES": "65536", "SAGA_MAX_REPUBLISHES": String(sagaMaximumRepublishes),
+            ],
+            now: clock.now
         )
         let vendorId = uniqueName("vendor")
         let riderId = uniqueName("rider")
@@ -84,7 +97,8 @@ final class OrderHarness: Sendable {
             logger: TestInfrastructure.logger("order-tests")
         )
         let harness = OrderHarness(
-            client: client, schema: schema, producer: producer, tokens: tokens, vendorId: vendorId, riderId: riderId)
+            client: client, schema: schema, producer: producer, tokens: tokens, vendorId: vendorId, riderId: riderId,
+            clock: clock)
         let created = try await client.post(
             "/v1/vendors", token: harness.admin,
             json: [

@@ -78,47 +78,6 @@ struct OrderServiceIntegrationTests {
         }
     }
 
-    @Test("a stalled saga step is republished with its original event id")
-    func stalledSagaRepublished() async throws {
-        let harness = try await OrderHarness.get()
-        let order = try await harness.readyOrder()
-        #expect(try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider).status == 200)
-        try await eventually(timeout: .seconds(20), "a republish") {
-            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
-                PickupSagaView.self
-            ).republishCount >= 1
-        }
-        let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
-            PickupSagaView.self)
-        let events = try await publishedEvents(on: .ordersEvents, key: order.id) { events in
-            events.filter { $0.header.type == OrderPickedUp.eventType }.count >= 2
-        }
-        let ids = Set(
-            events.filter { $0.header.type == OrderPickedUp.eventType }.map {
-                $0.header.eventId.uuidString.lowercased()
-            })
-        #expect(ids == [saga.pickupEventId])
-    }
-
-    @Test("a saga whose steps never report ends failed after SAGA_MAX_REPUBLISHES and is not republished again")
-    func sagaGivesUp() async throws {
-        let harness = try await OrderHarness.get()
-        let order = try await harness.readyOrder()
-        #expect(try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider).status == 200)
-        func saga() async throws -> PickupSagaView {
-            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
-                PickupSagaView.self)
-        }
-        try await eventually(timeout: .seconds(40), "the saga failed") { try await saga().status == .failed }
-        let failed = try await saga()
-        #expect(failed.republishCount == OrderHarness.sagaMaximumRepublishes)
-        #expect(failed.failure?.contains("tracking started") == true, "\(failed)")
-        #expect(!failed.completed)
-        // Well past another step time-out and check: nothing more is republished.
-        try await Task.sleep(for: .seconds(3))
-        #expect(try await saga().republishCount == OrderHarness.sagaMaximumRepublishes)
-    }
-
     @Test("the customer's push failed for good: once the other steps report, the saga ends failed naming why")
     func sagaCustomerUnreachable() async throws {
         let harness = try await OrderHarness.get()
@@ -497,4 +456,57 @@ struct ProtocolError: Error {
 
 enum PostgresQueryBuilder {
     static func unsafe(_ sql: String) -> PostgresQuery { PostgresQuery(unsafeSQL: sql) }
+}
+
+@Suite("Pickup saga deadlines on a stepped clock", .serialized, .timeLimit(.minutes(3)))
+struct PickupSagaDeadlineTests {
+    @Test("a stalled saga step is republished with its original event id")
+    func stalledSagaRepublished() async throws {
+        let harness = try await OrderHarness.getStepped()
+        let order = try await harness.readyOrder()
+        #expect(try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider).status == 200)
+        harness.clock.advance(by: OrderHarness.stepPastSagaTimeout)
+        try await eventually(timeout: .seconds(20), "a republish") {
+            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
+                PickupSagaView.self
+            ).republishCount >= 1
+        }
+        let saga = try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
+            PickupSagaView.self)
+        let events = try await publishedEvents(on: .ordersEvents, key: order.id) { events in
+            events.filter { $0.header.type == OrderPickedUp.eventType }.count >= 2
+        }
+        let ids = Set(
+            events.filter { $0.header.type == OrderPickedUp.eventType }.map {
+                $0.header.eventId.uuidString.lowercased()
+            })
+        #expect(ids == [saga.pickupEventId])
+    }
+
+    @Test("a saga whose steps never report ends failed after SAGA_MAX_REPUBLISHES and is not republished again")
+    func sagaGivesUp() async throws {
+        let harness = try await OrderHarness.getStepped()
+        let order = try await harness.readyOrder()
+        #expect(try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider).status == 200)
+        func saga() async throws -> PickupSagaView {
+            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
+                PickupSagaView.self)
+        }
+        for republishes in 1...OrderHarness.sagaMaximumRepublishes {
+            harness.clock.advance(by: OrderHarness.stepPastSagaTimeout)
+            try await eventually(timeout: .seconds(20), "republish \(republishes)") {
+                try await saga().republishCount == republishes
+            }
+        }
+        harness.clock.advance(by: OrderHarness.stepPastSagaTimeout)
+        try await eventually(timeout: .seconds(20), "the saga failed") { try await saga().status == .failed }
+        let failed = try await saga()
+        #expect(failed.republishCount == OrderHarness.sagaMaximumRepublishes)
+        #expect(failed.failure?.contains("tracking started") == true, "\(failed)")
+        #expect(!failed.completed)
+        // Past another step time-out, over three checks (every 300 ms): nothing more is republished.
+        harness.clock.advance(by: OrderHarness.stepPastSagaTimeout)
+        try await Task.sleep(for: .seconds(1))
+        #expect(try await saga().republishCount == OrderHarness.sagaMaximumRepublishes)
+    }
 }

@@ -5,6 +5,7 @@ import json
 import select
 import threading
 import time
+import urllib.request
 import uuid
 
 import socketio
@@ -15,6 +16,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 def now(offset_seconds=0.0):
     moment = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=offset_seconds)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def advance_clock(config, seconds):
+    """Steps the clock of the service under test (a SteppedClock the Swift test serves at config["clockUrl"])."""
+    request = urllib.request.Request(f"{config['clockUrl']}/advance?ms={int(seconds * 1000)}", method="POST")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        if answer.status != 204:
+            raise RuntimeError(f"the clock control answered {answer.status}")
 
 
 class OrderEventPublisher:

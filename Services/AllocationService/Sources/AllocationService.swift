@@ -23,7 +23,8 @@ package enum AllocationService: ServiceDefinition {
     {
         var platform = platform
         let settings = try AllocationSettings(environment: environment)
-        let workflow = AllocationWorkflow(settings: settings, outbox: platform.outbox, logger: platform.logger)
+        let workflow = AllocationWorkflow(
+            settings: settings, outbox: platform.outbox, now: platform.now, logger: platform.logger)
         let realtime = try await platform.makeRealtimeServer(environment: environment)
         let riders = realtime.namespace("/rider")
         riders.requireToken(platform.verifier, roles: [.rider])

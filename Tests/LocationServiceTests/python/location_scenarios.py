@@ -2,7 +2,7 @@
 
 Jobs' lifecycles arrive on orders.events as the order service publishes them (the scenarios produce those events).
 Every scenario happens around its own random spot (config lat, lng). Each prints one JSON object with what the
-clients saw.
+clients saw. Staleness and the time limit pass by stepping the service's clock (config clockUrl), never by waiting.
   location_scenarios.py delivery|service|eta_failure|validation|time_limit CONFIG_JSON
 """
 import json
@@ -13,7 +13,7 @@ import time
 import requests
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-from scenario_kit import Orders, ServiceRequests, SocketClient, TopicReader, now  # noqa: E402
+from scenario_kit import Orders, ServiceRequests, SocketClient, TopicReader, advance_clock, now  # noqa: E402
 
 NS = "/tracking"
 KM = 0.009  # degrees of latitude in a kilometre
@@ -132,7 +132,10 @@ def service(config):
     technician.send(config["lat"], config["lng"])
     result["first_location"] = customer.wait_for("location", 1)
     result["first_eta"] = customer.wait_for("eta", 1)
-    # The technician's phone goes quiet: stale after the (test) limit, live again with the next position.
+    # The technician's phone goes quiet: stale once the limit passed (not before), live again with the next position.
+    time.sleep(0.5)
+    result["stale_early"] = [status for status in customer.received("tracking_status") if status["state"] == "stale"]
+    advance_clock(config, float(config["staleAfterSeconds"]) + 1)
     result["stale"] = customer.wait_state("stale", 15)
     # The `eta` that says so follows the status.
     deadline = time.time() + 10
@@ -230,6 +233,9 @@ def time_limit(config):
             break
         time.sleep(0.2)
     result["travel_mode_on"] = answer
+    time.sleep(0.5)
+    result["ended_early"] = [status for status in customer.received("tracking_status") if status["state"] == "ended"]
+    advance_clock(config, float(config["maximumTrackingSeconds"]) + 1)
     result["ended"] = customer.wait_state("ended", 30)
     result["events"] = tracking_events(config, job, lambda found: len(found) >= 2)
     reader = TopicReader(config, "notifications.requests")

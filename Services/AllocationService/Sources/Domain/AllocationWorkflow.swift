@@ -15,7 +15,7 @@ package struct AllocationWorkflow: Sendable {
     let now: Now
     let logger: Logger
 
-    package init(settings: AllocationSettings, outbox: Outbox, now: Now = .system, logger: Logger) {
+    package init(settings: AllocationSettings, outbox: Outbox, now: Now, logger: Logger) {
         self.settings = settings
         self.outbox = outbox
         self.store = AllocationStore(logger: logger)

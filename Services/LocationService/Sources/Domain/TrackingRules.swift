@@ -124,9 +124,19 @@ package enum TrackingRules {
             userId: technicianId,
             kind: .travelModeOff, title: "Travel mode switched off",
             body:
-                "Travel mode was on for \(maximumTracking.components.seconds / 3600) hours, so it was switched off. Switch it on again if you are still on the way.",
+                "Travel mode was on for \(spoken(maximumTracking)), so it was switched off. Switch it on again if you are still on the way.",
             data: ["link": "app://service-requests/\(job.jobId)", "jobId": job.jobId], priority: .high,
             collapseKey: nil, ttlSeconds: 3600, sound: nil, correlationId: job.jobId
         )
+    }
+
+    /// A limit as the push says it: whole hours ("4 hours", "1 hour"), else minutes rounded up ("2 minutes").
+    static func spoken(_ limit: Duration) -> String {
+        let seconds = limit.components.seconds
+        if seconds >= 3600, seconds.isMultiple(of: 3600) {
+            return seconds == 3600 ? "1 hour" : "\(seconds / 3600) hours"
+        }
+        let minutes = max(1, (seconds + 59) / 60)
+        return minutes == 1 ? "1 minute" : "\(minutes) minutes"
     }
 }
