@@ -41,10 +41,15 @@ struct AllocationHarness: Sendable {
     private static let stepped = SuiteShared {
         try await start(
             brokerPort: 19114,
-            settings: settings.merging(["OFFER_TIMEOUT_SECONDS": "60", "OFFER_RECEIPT_TIMEOUT_SECONDS": "10"]) {
-                $1
-            })
+            settings: settings.merging(Self.steppedSettings) { $1 })
     }
+
+    /// The stepped service's deadlines; fixes may be an hour old, since the riders' apps stamp them with the
+    /// machine's time and every step puts the service's clock further ahead of it.
+    static let steppedSettings = [
+        "OFFER_TIMEOUT_SECONDS": "60", "OFFER_RECEIPT_TIMEOUT_SECONDS": "10",
+        "PRECISE_LOCATION_MAX_AGE_SECONDS": "3600",
+    ]
 
     /// A service whose deadlines pass only when a test steps its clock (its tests run one at a time).
     static func getStepped() async throws -> AllocationHarness { try await stepped.get() }
@@ -370,7 +375,10 @@ struct AllocationRestartTests {
     )
     func expiryAfterRestart() async throws {
         let schema = uniqueName("allocation")
-        let extra = ["OFFER_TIMEOUT_SECONDS": "60", "OFFER_RECEIPT_TIMEOUT_SECONDS": "60", "ALLOCATION_TICK_MS": "100"]
+        let extra = [
+            "OFFER_TIMEOUT_SECONDS": "60", "OFFER_RECEIPT_TIMEOUT_SECONDS": "60", "ALLOCATION_TICK_MS": "100",
+            "PRECISE_LOCATION_MAX_AGE_SECONDS": "3600",
+        ]
         let clock = SteppedClock()
         let spot = TestSpot()
         let (nearId, farId) = (uniqueName("rider"), uniqueName("rider"))

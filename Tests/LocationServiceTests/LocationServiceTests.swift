@@ -78,10 +78,14 @@ struct LocationHarness: Sendable {
     private static let shared = SuiteShared { try await LocationHarness.start(brokerPort: 19111, extra: [:]) }
 
     /// A service whose staleness (30 s) and time limit (120 s) pass only when a test steps its clock (its tests
-    /// run one at a time).
+    /// run one at a time). Positions may be an hour old: the couriers stamp them with the machine's time, which
+    /// every step leaves further behind the service's clock.
     private static let stepped = SuiteShared {
         try await LocationHarness.start(
-            brokerPort: 19112, extra: ["TRACKING_STALE_AFTER_SECONDS": "30", "TRACKING_MAX_SECONDS": "120"])
+            brokerPort: 19112,
+            extra: [
+                "TRACKING_STALE_AFTER_SECONDS": "30", "TRACKING_MAX_SECONDS": "120", "POSITION_MAX_AGE_SECONDS": "3600",
+            ])
     }
 
     static func get() async throws -> LocationHarness { try await shared.get() }

@@ -465,6 +465,12 @@ struct PickupSagaDeadlineTests {
         let harness = try await OrderHarness.getStepped()
         let order = try await harness.readyOrder()
         #expect(try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider).status == 200)
+        // Over three checks (every 300 ms) before the step time-out: nothing is republished yet.
+        try await Task.sleep(for: .seconds(1))
+        #expect(
+            try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(
+                PickupSagaView.self
+            ).republishCount == 0)
         harness.clock.advance(by: OrderHarness.stepPastSagaTimeout)
         try await eventually(timeout: .seconds(20), "a republish") {
             try await harness.client.get("/v1/orders/\(order.id)/saga", token: harness.admin).decode(

@@ -26,7 +26,7 @@ package final class SuiteShared<Value: Sendable>: Sendable {
 }
 
 /// Builds `Service` as its executable does, with `extra` settings in a fresh schema (and `brokers`, by default
-/// the test broker) and the time from `now` (a ``ManualClock``'s to test deadlines), runs it until the test
+/// the test broker) and the time from `now` (a ``SteppedClock``'s to test deadlines), runs it until the test
 /// process ends, and returns a client once it is ready and its consumers had the few seconds Tansu needs to let
 /// them join their groups.
 package func startSuiteService<Service: ServiceDefinition>(

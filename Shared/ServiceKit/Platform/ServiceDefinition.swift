@@ -30,8 +30,8 @@ extension ServiceDefinition {
         )
     }
 
-    /// Builds the runnable application, exactly as the executable does; tests call this too (with a manual
-    /// clock's `now` to test deadlines without waiting).
+    /// Builds the runnable application, exactly as the executable does; tests call this too (with the `now` of a
+    /// clock they step, to test deadlines without waiting).
     package static func buildApplication(
         configuration: ServiceConfiguration, environment: ServiceEnvironment, logger: Logger, now: Now = .system
     ) async throws -> ServiceApplication {

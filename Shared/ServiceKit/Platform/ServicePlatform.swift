@@ -21,7 +21,7 @@ package struct ServicePlatform: Sendable {
     package let producer: KafkaProducer
     package let outbox: Outbox
     package let verifier: AccessTokenVerifier
-    /// The time, for every decision that depends on it (deadlines, freshness); tests pass a ``ManualClock``'s.
+    /// The time, for every decision that depends on it (deadlines, freshness); tests pass a clock they step.
     package let now: Now
     /// The platform's services in start order (shutdown runs in reverse), the service's consumers as one
     /// ``EventConsumers`` where the first was added.

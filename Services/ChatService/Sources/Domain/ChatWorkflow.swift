@@ -50,9 +50,11 @@ package struct ChatWorkflow: Sendable {
     }
 
     /// Stores a message of `identity` (once per client message id), with its `ChatMessageSent` and, when the
-    /// recipient has no socket in the room, a push. `isNew` is false for a repeat.
+    /// recipient has no socket in the room, a push. `isNew` is false for a repeat. `stored` sees a new message
+    /// before the transaction commits, so before its event can reach anyone.
     package func send(
-        orderId: String, identity: Identity, clientMessageId: String, text: String, quickReplyId: String?
+        orderId: String, identity: Identity, clientMessageId: String, text: String, quickReplyId: String?,
+        stored: @Sendable (ChatMessageView) -> Void
     ) async throws -> (message: ChatMessageView, isNew: Bool) {
         try await database.transaction { connection in
             let room = try await store.room(orderId, on: connection)
@@ -63,6 +65,7 @@ package struct ChatWorkflow: Sendable {
                 text: text, quickReplyId: quickReplyId, clientMessageId: clientMessageId, on: connection
             )
             guard isNew else { return (message, false) }
+            stored(message)
             try await outbox.enqueue(
                 ChatMessageSent(
                     messageId: message.id, orderId: orderId, senderId: identity.userId, senderRole: identity.role,

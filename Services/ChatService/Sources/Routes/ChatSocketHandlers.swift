@@ -70,11 +70,12 @@ package struct ChatHandlers: Sendable {
         let text = try ChatRules.text(
             typed: request.text, quickReplyId: request.quickReplyId, role: identity.role,
             quickReplies: settings.quickReplies)
+        // The message's id is known delivered here before its event can come back through chat.messages (it is
+        // recorded before the commit), so the fan-out never sends it a second time, whatever the timing.
         let (message, isNew) = try await workflow.send(
             orderId: orderId, identity: identity, clientMessageId: clientMessageId, text: text,
-            quickReplyId: request.quickReplyId)
+            quickReplyId: request.quickReplyId, stored: { [delivered] in delivered.insert($0.id) })
         if isNew {
-            delivered.insert(message.id)
             await namespace.emit(
                 "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(orderId)], except: [socket.id],
                 localOnly: true

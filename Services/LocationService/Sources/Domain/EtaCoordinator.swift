@@ -79,4 +79,7 @@ package final class EtaCoordinator: Sendable {
     }
 
     func forget(_ jobId: String) { _ = jobs.withLock { $0.removeValue(forKey: jobId) } }
+
+    /// Gives up a claim whose computation will not run, so the job's next position may claim it.
+    func release(_ jobId: String) { jobs.withLock { $0[jobId]?.inFlight = false } }
 }

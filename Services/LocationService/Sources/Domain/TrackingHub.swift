@@ -127,10 +127,12 @@ package final class TrackingHub: Sendable {
     private func refreshEta(_ job: TrackingJob, position: CourierPosition, courierId: String) {
         guard eta.claim(job.jobId, at: position.point) else { return }
         let speed = book.learnedSpeed(courierId)
-        background.submit { [eta, namespace] in
+        let queued = background.submit { [eta, namespace] in
             let update = await eta.compute(job, from: position.point, learnedSpeedMps: speed)
             await namespace.emit("eta", update, toRoom: Self.room(job.jobId))
         }
+        // Dropped (the queue is full or stopping): the next position claims it again.
+        if !queued { eta.release(job.jobId) }
     }
 
     // MARK: Watchers

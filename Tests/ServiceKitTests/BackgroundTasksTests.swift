@@ -1,0 +1,93 @@
+import Logging
+import ServiceKit
+import ServiceLifecycle
+import Synchronization
+import TestSupport
+import Testing
+
+@Suite("BackgroundTasks: bounded, owned by the service group", .timeLimit(.minutes(1)))
+struct BackgroundTasksTests {
+    static let logger = TestInfrastructure.logger("background-tasks")
+
+    /// Holds jobs until opened (any number may wait).
+    final class Gate: Sendable {
+        private let isOpen = Mutex(false)
+        func open() { isOpen.withLock { $0 = true } }
+        func wait() async {
+            while !isOpen.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(5)) }
+        }
+    }
+
+    /// Counts jobs running at once and the most seen.
+    final class Gauge: Sendable {
+        private let state = Mutex((running: 0, most: 0, finished: 0))
+        func started() {
+            state.withLock {
+                $0.running += 1; $0.most = max($0.most, $0.running)
+            }
+        }
+        func ended() {
+            state.withLock {
+                $0.running -= 1; $0.finished += 1
+            }
+        }
+        var most: Int { state.withLock { $0.most } }
+        var finished: Int { state.withLock { $0.finished } }
+    }
+
+    @Test("at most `concurrency` jobs run at once; every queued job runs")
+    func concurrencyBound() async throws {
+        let tasks = BackgroundTasks(name: "test", capacity: 100, concurrency: 2, logger: Self.logger)
+        let gauge = Gauge()
+        let gate = Gate()
+        for _ in 0..<10 {
+            #expect(
+                tasks.submit {
+                    gauge.started()
+                    await gate.wait()
+                    gauge.ended()
+                })
+        }
+        let group = ServiceGroup(services: [tasks], logger: Self.logger)
+        try await withThrowingTaskGroup(of: Void.self) { running in
+            running.addTask { try await group.run() }
+            try await eventually("two jobs running") { gauge.most == 2 }
+            gate.open()
+            try await eventually("all ten finished") { gauge.finished == 10 }
+            #expect(gauge.most == 2)
+            await group.triggerGracefulShutdown()
+            try await running.waitForAll()
+        }
+    }
+
+    @Test("a full queue refuses the job instead of growing")
+    func capacity() {
+        let tasks = BackgroundTasks(name: "test", capacity: 3, concurrency: 1, logger: Self.logger)
+        let accepted = (0..<5).map { _ in tasks.submit {} }
+        #expect(accepted == [true, true, true, false, false])
+    }
+
+    @Test("at shutdown the running job finishes; waiting ones and later ones are dropped, not run")
+    func shutdown() async throws {
+        let tasks = BackgroundTasks(name: "test", capacity: 10, concurrency: 1, logger: Self.logger)
+        let ran = Mutex<[String]>([])
+        let started = AsyncQueue<Void>()
+        let gate = Gate()
+        tasks.submit {
+            started.push(())
+            await gate.wait()
+            ran.withLock { $0.append("first") }
+        }
+        tasks.submit { ran.withLock { $0.append("waiting") } }
+        let group = ServiceGroup(services: [tasks], logger: Self.logger)
+        try await withThrowingTaskGroup(of: Void.self) { running in
+            running.addTask { try await group.run() }
+            _ = try await started.next(timeout: .seconds(10))
+            await group.triggerGracefulShutdown()
+            gate.open()
+            try await running.waitForAll()
+        }
+        #expect(ran.withLock { $0 } == ["first"])
+        #expect(!tasks.submit { ran.withLock { $0.append("late") } })
+    }
+}
