@@ -17,7 +17,8 @@ struct ReceivedPush: Sendable {
 }
 
 /// What a fake answers for a device token, by its prefix: `ok-` 200; `flaky-` 503 once, then 200; `busy-` 429 with
-/// Retry-After: 1 once, then 200; `down-` 503 always; `slow-` 200 after 3 s; `unregistered-` / `gone-` the
+/// Retry-After: 1 once, then 200; `down-` 503 always; `slow-` 200 once the test releases slow calls (or after
+/// 20 s); `unregistered-` / `gone-` the
 /// platform's dead-token answer; `bad-` APNs' BadDeviceToken.
 /// APNs tokens are hexadecimal (the service refuses others), so iOS tests spell the prefixes in hex: see
 /// ``APNsTestToken``.
@@ -83,6 +84,8 @@ final class FakeFCM: Sendable {
     let port = TestPorts.allocate()
     let log = FakeLog()
     let tokenRequests = Mutex<[[String: String]]>([])
+    /// Whether `slow-` calls may answer; until then they wait.
+    let slowCallsReleased = Mutex(false)
     let publicKeyPEM: String
     let accessToken = "fake-access-token-1"
 
@@ -147,7 +150,12 @@ final class FakeFCM: Sendable {
                     body: .init(
                         byteBuffer: ByteBuffer(string: #"{"error":{"code":\#(status),"status":"UNAVAILABLE"}}"#)))
             }
-            if token.hasPrefix("slow-") { try await Task.sleep(for: .seconds(3)) }
+            if token.hasPrefix("slow-") {
+                let deadline = ContinuousClock.now + .seconds(20)
+                while !self.slowCallsReleased.withLock({ $0 }), ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+            }
             if token.hasPrefix("unregistered-") {
                 let answer =
                     #"{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}"#

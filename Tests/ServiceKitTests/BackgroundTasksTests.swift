@@ -84,6 +84,8 @@ struct BackgroundTasksTests {
             running.addTask { try await group.run() }
             _ = try await started.next(timeout: .seconds(10))
             await group.triggerGracefulShutdown()
+            // The service sees the shutdown asynchronously: once it refuses new jobs, it has.
+            try await eventually("the queue stopped") { !tasks.submit { ran.withLock { $0.append("probe") } } }
             gate.open()
             try await running.waitForAll()
         }
