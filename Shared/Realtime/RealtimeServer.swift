@@ -50,8 +50,9 @@ package final class RealtimeServer: Service, Sendable {
                 group.addTask { try await self.engine.run() }
             }
         } onGracefulShutdown: {
-            // Sockets learn they are disconnected before their connections close.
-            self.socketIO.disconnectAll()
+            // The transports close without a Socket.IO DISCONNECT: the official clients read a DISCONNECT as
+            // being sent away and never reconnect, while after a closed transport they reconnect (to another
+            // instance during a rolling deploy).
             self.engine.shutDown()
         }
     }

@@ -94,3 +94,26 @@ def test_every_service_stops_within_ten_seconds_of_sigterm_while_postgres_is_dow
     assert all(status == 0 for status, _ in stopped.values()), stopped
 
     assert_delivered_once(cast, gateway_kit.DeliveryJourney(cast).play())
+
+
+def test_a_graceful_restart_lets_connected_apps_reconnect_by_themselves(cast, running_system):
+    """A deploy stops a service with SIGTERM. Its sockets close at the transport, without a Socket.IO DISCONNECT: a
+    client that, like socket.io-client, reconnects after a closed transport but never after a server DISCONNECT
+    (python-socketio does the same: reason "io server disconnect", no reconnection) comes back by itself once the
+    service answers again, and is served."""
+    socket = cast.customer.socket("chat", [], reconnection=True)
+    reasons, connects = [], []
+    socket.client.on("disconnect", lambda reason=None: reasons.append(reason), namespace=socket.namespace)
+    socket.client.on("connect", lambda: connects.append(time.time()), namespace=socket.namespace)
+    try:
+        assert running_system.stop_service("chat-service") == 0
+        running_system.start_service("chat-service")
+        deadline = time.time() + 60
+        while not connects and time.time() < deadline:
+            time.sleep(0.1)
+        assert reasons and "io server disconnect" not in reasons, reasons
+        assert connects, f"the client did not reconnect; it was told {reasons}"
+        answer = socket.call("join", {"orderId": "no-such-order"})
+        assert answer["error"]["code"] == "CHAT_NOT_AVAILABLE", answer
+    finally:
+        socket.close()

@@ -61,16 +61,6 @@ package final class SocketIOServer: EngineHandler, Sendable {
         await connection.closed(reason: reason)
     }
 
-    /// Sends every socket a DISCONNECT, ahead of closing the connections at shutdown.
-    package func disconnectAll() {
-        for connection in connections.withLock({ Array($0.values) }) {
-            let packets = connection.sockets.map {
-                EnginePacket(.message, SocketIOPacket(type: .disconnect, namespace: $0.namespace.name).encoded)
-            }
-            connection.send(packets)
-        }
-    }
-
     // MARK: Packets, in order per connection
 
     func handle(_ item: SocketIOPacketWithAttachments, on connection: SocketIOConnection)
