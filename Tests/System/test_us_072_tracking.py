@@ -109,7 +109,9 @@ def test_US_072_AC_005_gps_loss_keeps_the_last_position_and_says_when(visit):
     visit.watcher.wait_for("location")
     stale = gateway_kit.until(lambda: visit.statuses("stale"), "the map to go stale", seconds=15)[-1]
     assert stale["lastUpdatedAt"][:19] == last_recorded[:19]
-    assert any(eta.get("text") == "ETA recalculating" for eta in visit.watcher.received("eta"))
+    # The `eta` that says so is a second emit, right after the status: wait for it rather than expect it already.
+    gateway_kit.until(lambda: [eta for eta in visit.watcher.received("eta") if eta.get("text") == "ETA recalculating"],
+                      "the ETA to read 'ETA recalculating'", seconds=5)
     view = visit.view("stale")
     assert (view["lastLocation"]["lat"], view["lastLocation"]["lng"]) == pytest.approx(
         (visit.cast.vendor_address["lat"], visit.cast.vendor_address["lng"]))
