@@ -36,12 +36,15 @@ package enum Validate {
 
     /// A latitude and longitude in range.
     package static func coordinates(lat: Double, lng: Double, _ field: String) throws(APIError) {
-        guard lat.isFinite, (-90...90).contains(lat) else {
-            throw APIError.validation("'\(field).lat' must be from -90 to 90")
-        }
-        guard lng.isFinite, (-180...180).contains(lng) else {
-            throw APIError.validation("'\(field).lng' must be from -180 to 180")
-        }
+        if let problem = coordinateProblem(lat: lat, lng: lng, field) { throw APIError.validation(problem) }
+    }
+
+    /// What is wrong with a latitude and longitude, naming the field; nil if both are in range. For domain rules
+    /// that throw their own error type.
+    package static func coordinateProblem(lat: Double, lng: Double, _ field: String) -> String? {
+        guard lat.isFinite, (-90...90).contains(lat) else { return "'\(field).lat' must be from -90 to 90" }
+        guard lng.isFinite, (-180...180).contains(lng) else { return "'\(field).lng' must be from -180 to 180" }
+        return nil
     }
 
     /// An address with a street, a neighbourhood and valid coordinates.

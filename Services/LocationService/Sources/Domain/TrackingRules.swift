@@ -65,11 +65,8 @@ package enum TrackingRules {
     package static func validate(_ position: CourierPosition, now: Date, settings: LocationSettings)
         throws(LocationRuleViolation)
     {
-        guard position.lat.isFinite, (-90...90).contains(position.lat) else {
-            throw .invalidPosition("'position.lat' must be from -90 to 90")
-        }
-        guard position.lng.isFinite, (-180...180).contains(position.lng) else {
-            throw .invalidPosition("'position.lng' must be from -180 to 180")
+        if let problem = Validate.coordinateProblem(lat: position.lat, lng: position.lng, "position") {
+            throw .invalidPosition(problem)
         }
         guard position.accuracyMeters.isFinite, (0...10_000).contains(position.accuracyMeters) else {
             throw .invalidPosition("'accuracyMeters' must be between 0 and 10000")
