@@ -24,7 +24,7 @@ package enum ServiceMain {
             )
         } catch {
             FileHandle.standardError.write(Data("\(name): configuration error: \(error)\n".utf8))
-            exit(configurationErrorExitCode)
+            end(status: configurationErrorExitCode)
         }
         ServiceLogging.bootstrap(service: name, level: configuration.logLevel)
         ServiceMetrics.bootstrap()
@@ -33,14 +33,23 @@ package enum ServiceMain {
             let app = try await build(configuration, environment, logger)
             try await app.run()
             logger.info("stopped")
-            exit(0)
+            end(status: 0)
         } catch let error as ConfigurationError {
             logger.critical("configuration error: \(error)")
             FileHandle.standardError.write(Data("\(name): configuration error: \(error)\n".utf8))
-            exit(configurationErrorExitCode)
+            end(status: configurationErrorExitCode)
         } catch {
             logger.critical("failed: \(String(describing: error))")
-            exit(1)
+            end(status: 1)
         }
+    }
+
+    /// Ends the process without running `atexit` handlers. A Kafka consumer that the broker did not let leave its
+    /// group in time is still closing on librdkafka's threads, and the handlers (among them the cleanup of the
+    /// OpenSSL that librdkafka links statically) tear down state those threads use: a service aborted on an
+    /// `rdk:broker` thread after SIGTERM in CI. Logs are written unbuffered; other C streams are flushed first.
+    private static func end(status: Int32) -> Never {
+        fflush(nil)
+        _exit(status)
     }
 }
