@@ -91,6 +91,7 @@ let package = Package(
                 "Realtime", "Contracts", "Kafka", "ServiceKit",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             path: "Shared/RealtimePlatform",
             swiftSettings: swiftSettings

@@ -20,6 +20,7 @@ struct AllocationDeadlineTests {
             case .offer(let riderId, _): "offer to \(riderId)"
             case .expired(let riderId, _, _): "expired for \(riderId)"
             case .rescinded(let riderId, _, _): "rescinded for \(riderId)"
+            case .orderCancelled(let riderId, _): "order cancelled for \(riderId)"
             }
         }
     }

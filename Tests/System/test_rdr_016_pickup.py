@@ -162,3 +162,27 @@ def test_RDR_016_AC_004_pickup_of_a_cancelled_order_is_refused(cast, canceller):
               "the cancelled task to leave the rider's current order")
     finally:
         order.close()
+
+
+def test_RDR_016_AC_004_the_rider_is_told_of_the_cancellation_on_the_socket_or_by_push(cast):
+    """The rider learns of a cancellation without acting: on the /rider socket while connected (and no push), by a
+    push when no socket is connected; either way the task leaves the rider."""
+    connected = AssignedOrder(cast)
+    try:
+        assert cast.rider.call("GET", "/v1/riders/me")["connected"] is True
+        cast.customer.call("POST", f"/v1/orders/{connected.id}/cancel", json={"reason": "changed my mind"})
+        told = connected.offers.wait_for("order_cancelled")
+        assert told and told[0]["orderId"] == connected.id and "cancelled" in told[0]["message"]
+        until(lambda: cast.rider.call("GET", "/v1/riders/me").get("currentOrderId") is None,
+              "the cancelled task to leave the rider")
+    finally:
+        connected.close()
+
+    cast.rider.register_device()
+    away = AssignedOrder(cast)
+    away.close()
+    until(lambda: cast.rider.call("GET", "/v1/riders/me")["connected"] is False, "the rider's socket to be gone")
+    cast.customer.call("POST", f"/v1/orders/{away.id}/cancel", json={"reason": "changed my mind"})
+    pushes = pushes_of(cast.admin, cast.rider.id, kinds=["order_cancelled"])
+    assert [(push["status"], push["data"]["orderId"]) for push in pushes] == [("sent", away.id)]
+    assert "cancelled" in pushes[0]["body"]

@@ -28,8 +28,15 @@ package enum AllocationService: ServiceDefinition {
         let realtime = try await platform.makeRealtimeServer(environment: environment)
         let riders = realtime.namespace("/rider")
         riders.requireToken(platform.verifier, roles: [.rider])
-        let notifier = RiderNotifier(namespace: riders, database: platform.database, workflow: workflow)
-        riders.onConnect { socket in await notifier.resendPendingOffer(to: socket) }
+        let notifier = RiderNotifier(
+            namespace: riders, database: platform.database, workflow: workflow,
+            instanceId: realtime.socketIO.instanceId, now: platform.now, logger: platform.logger)
+        riders.onConnect { socket in
+            await notifier.connected(socket)
+            await notifier.resendPendingOffer(to: socket)
+        }
+        riders.onDisconnect { socket, _ in await notifier.disconnected(socket) }
+        platform.keepFresh(workflow.presence, instanceId: realtime.socketIO.instanceId)
         riders.on("received", OfferReceipt.self) { socket, receipt in
             try await notifier.received(receipt, from: socket)
         }
@@ -70,6 +77,9 @@ struct RiderNotifier: Sendable {
     let namespace: SocketIONamespace
     let database: Database
     let workflow: AllocationWorkflow
+    let instanceId: String
+    let now: Now
+    let logger: Logger
 
     struct Expired: Codable, Sendable {
         var offerId: String
@@ -83,6 +93,11 @@ struct RiderNotifier: Sendable {
         var message = "This offer is no longer available"
     }
 
+    struct OrderCancelled: Codable, Sendable {
+        var orderId: String
+        var message = AllocationRules.cancellationMessage
+    }
+
     func after(_ notices: [RiderNotice]) async {
         for notice in notices {
             switch notice {
@@ -92,7 +107,31 @@ struct RiderNotifier: Sendable {
                 await namespace.emit("offer_expired", Expired(offerId: offerId, orderId: orderId), toUser: riderId)
             case .rescinded(let riderId, let offerId, let orderId):
                 await namespace.emit("offer_rescinded", Rescinded(offerId: offerId, orderId: orderId), toUser: riderId)
+            case .orderCancelled(let riderId, let orderId):
+                await namespace.emit("order_cancelled", OrderCancelled(orderId: orderId), toUser: riderId)
             }
+        }
+    }
+
+    /// Records the rider's socket as live, so what happens to their order while it is is told there, not pushed.
+    func connected(_ socket: SocketIOSocket) async {
+        guard let riderId = socket.identity?.userId else { return }
+        do {
+            try await database.withConnection {
+                try await workflow.presence.enter(
+                    socketId: socket.id, room: SocketPresence.anywhere, userId: riderId, instanceId: instanceId,
+                    now: now(), on: $0)
+            }
+        } catch {
+            logger.warning("could not record a rider's socket", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func disconnected(_ socket: SocketIOSocket) async {
+        do {
+            try await database.withConnection { try await workflow.presence.leave(socketId: socket.id, on: $0) }
+        } catch {
+            logger.warning("could not forget a rider's socket", metadata: ["error": "\(error)"])
         }
     }
 

@@ -54,11 +54,7 @@ package enum ChatService: ServiceDefinition {
         platform.addStreamConsumer(name: "chat-access", topics: [.ordersEvents]) { event in
             try await handlers.revoke(event)
         }
-        // Keeps this instance's presence rows fresh and drops those of instances that went away.
-        let instanceId = realtime.socketIO.instanceId
-        platform.addPeriodicJob(every: settings.presenceFreshness / 3, failure: "could not refresh chat presence") {
-            try await workflow.refreshPresence(instanceId: instanceId)
-        }
+        platform.keepFresh(workflow.presence, instanceId: realtime.socketIO.instanceId)
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)

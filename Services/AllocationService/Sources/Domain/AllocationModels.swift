@@ -24,6 +24,8 @@ package struct AllocationSettings: Sendable {
     package var retryMaximum: Duration
     /// `ALLOCATION_TICK_MS`, default 250: how often deadlines and retries are checked.
     package var tick: Duration
+    /// How long a rider's socket counts as connected without its instance refreshing it.
+    package var presenceFreshness: Duration = .seconds(90)
 
     package init(environment: ServiceEnvironment) throws(ConfigurationError) {
         offerTimeout = try environment.seconds("OFFER_TIMEOUT_SECONDS", default: .seconds(60), in: 1...3600)
@@ -71,6 +73,8 @@ package struct RiderView: Codable, Sendable, Equatable, ResponseEncodable {
     package var status: RiderStatus
     package var location: RiderLocation?
     package var currentOrderId: String?
+    /// Whether the rider has a live `/rider` socket on any instance (what the rider is told goes there).
+    package var connected = false
 }
 
 /// A position fix from the rider's device.
@@ -93,4 +97,6 @@ package enum RiderNotice: Sendable {
     case offer(riderId: String, OfferView)
     case expired(riderId: String, offerId: String, orderId: String)
     case rescinded(riderId: String, offerId: String, orderId: String)
+    /// The order the rider was delivering was cancelled.
+    case orderCancelled(riderId: String, orderId: String)
 }

@@ -134,6 +134,19 @@ package enum AllocationRules {
         )
     }
 
+    /// What a rider is told when the order they were delivering is cancelled.
+    package static let cancellationMessage = "This order was cancelled. You don't need to deliver it."
+
+    /// The push that tells a rider without a live socket that their order was cancelled.
+    package static func cancellationPush(orderId: String, riderId: String) -> PushRequested {
+        PushRequested(
+            notificationId: "order-cancelled-\(orderId)-\(riderId)", userId: riderId, kind: .orderCancelled,
+            title: "Order cancelled", body: cancellationMessage,
+            data: ["link": "app://orders/\(orderId)", "orderId": orderId], priority: .high,
+            collapseKey: "order-\(orderId)", ttlSeconds: 3600, correlationId: orderId
+        )
+    }
+
     /// Why an order found nobody.
     package static func noRiderReason(settings: AllocationSettings) -> String {
         "no eligible rider within \(settings.radiusMeters / 1000) km"

@@ -2,6 +2,7 @@ import Contracts
 import Foundation
 import Logging
 import PostgresNIO
+import RealtimePlatform
 import ServiceKit
 
 /// Offers orders to riders: nearest eligible first, one offer per rider and per order at a time (unique
@@ -12,6 +13,8 @@ package struct AllocationWorkflow: Sendable {
     let settings: AllocationSettings
     let outbox: Outbox
     let store: AllocationStore
+    /// Riders' live `/rider` sockets (`rider_presence`).
+    package let presence: SocketPresence
     let now: Now
     let logger: Logger
 
@@ -19,6 +22,7 @@ package struct AllocationWorkflow: Sendable {
         self.settings = settings
         self.outbox = outbox
         self.store = AllocationStore(logger: logger)
+        self.presence = SocketPresence(table: "rider_presence", freshness: settings.presenceFreshness, logger: logger)
         self.now = now
         self.logger = logger
     }
@@ -34,7 +38,7 @@ package struct AllocationWorkflow: Sendable {
             try await store.insertAllocation(ready, on: connection)
             return try await offerNext(orderId: ready.orderId, on: connection)
         case let cancelled as OrderCancelled:
-            return try await self.cancelled(orderId: cancelled.orderId, on: connection)
+            return try await self.cancelled(cancelled, on: connection)
         case let refused as RiderAssignmentRefused:
             try await release(orderId: refused.orderId, as: .cancelled, on: connection)
         case let delivered as OrderDelivered:
@@ -229,20 +233,33 @@ package struct AllocationWorkflow: Sendable {
     // MARK: The order's fate
 
     /// The order was cancelled: a pending offer is rescinded, an assigned rider released.
-    func cancelled(orderId: String, on connection: PostgresConnection) async throws -> [RiderNotice] {
+    func cancelled(_ cancelled: OrderCancelled, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        let orderId = cancelled.orderId
         var notices: [RiderNotice] = []
         for offer in try await store.pendingOffers(ofOrder: orderId, on: connection) {
             try await close(offer, as: .rescinded, riderBecomes: .online, on: connection)
             notices.append(
                 .rescinded(riderId: offer.riderId, offerId: offer.offerId.uuidString.lowercased(), orderId: orderId))
         }
-        try await release(orderId: orderId, as: .cancelled, on: connection)
+        let released = try await store.releaseRider(of: orderId, on: connection)
+        try await store.endAllocation(orderId, status: .cancelled, on: connection)
+        for riderId in released {
+            notices.append(.orderCancelled(riderId: riderId, orderId: orderId))
+            // A rider with a live socket is told there; one without learns it from the push (RDR-016 AC-004).
+            if try await !presence.isPresent(
+                userId: riderId, room: SocketPresence.anywhere, now: now(), on: connection)
+            {
+                try await outbox.enqueue(
+                    AllocationRules.cancellationPush(orderId: orderId, riderId: riderId), aggregateId: riderId,
+                    on: connection, logger: logger)
+            }
+        }
         return notices
     }
 
     /// The order ended (delivered, or refused the rider): the rider is free again.
     func release(orderId: String, as status: AllocationStatus, on connection: PostgresConnection) async throws {
-        try await store.releaseRider(of: orderId, on: connection)
+        _ = try await store.releaseRider(of: orderId, on: connection)
         try await store.endAllocation(orderId, status: status, on: connection)
     }
 
@@ -278,8 +295,12 @@ package struct AllocationWorkflow: Sendable {
 
     /// The rider as their app sees them (offline if never seen).
     package func rider(_ riderId: String, on connection: PostgresConnection) async throws -> RiderView {
-        try await store.rider(riderId, on: connection)
+        var view =
+            try await store.rider(riderId, on: connection)
             ?? RiderView(riderId: riderId, status: .offline, location: nil, currentOrderId: nil)
+        view.connected = try await presence.isPresent(
+            userId: riderId, room: SocketPresence.anywhere, now: now(), on: connection)
+        return view
     }
 
     /// A newer position from Location (couriers.positions) moves the rider.

@@ -229,13 +229,18 @@ struct AllocationStore: Sendable {
     }
 
     /// The rider on `orderId` is free again.
-    func releaseRider(of orderId: String, on connection: PostgresConnection) async throws {
-        try await connection.query(
+    /// Frees the rider delivering `orderId`; returns who it was (none if nobody was).
+    func releaseRider(of orderId: String, on connection: PostgresConnection) async throws -> [String] {
+        let rows = try await connection.query(
             """
             UPDATE riders SET status = \(RiderStatus.online), current_order_id = NULL, updated_at = now()
             WHERE current_order_id = \(orderId) AND status = \(RiderStatus.delivering)
+            RETURNING rider_id
             """, logger: logger
         )
+        var riders: [String] = []
+        for try await riderId in rows.decode(String.self) { riders.append(riderId) }
+        return riders
     }
 
     /// Moves the rider to a newer position; an older one is ignored.

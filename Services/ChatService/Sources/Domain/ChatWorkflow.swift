@@ -2,6 +2,7 @@ import Contracts
 import Foundation
 import Logging
 import PostgresNIO
+import RealtimePlatform
 import ServiceKit
 
 /// Chat's transactions: joining, sending (the message, its event and the push to an absent recipient in one
@@ -10,6 +11,8 @@ import ServiceKit
 package struct ChatWorkflow: Sendable {
     let database: Database
     let store: ChatStore
+    /// Who has a socket in which room (`chat_presence`): a message's push goes to a recipient without one.
+    let presence: SocketPresence
     let outbox: Outbox
     let settings: ChatSettings
     let now: Now
@@ -20,6 +23,7 @@ package struct ChatWorkflow: Sendable {
     ) {
         self.database = database
         self.store = store
+        self.presence = SocketPresence(table: "chat_presence", freshness: settings.presenceFreshness, logger: logger)
         self.outbox = outbox
         self.settings = settings
         self.now = now
@@ -42,8 +46,8 @@ package struct ChatWorkflow: Sendable {
             let access = try ChatRules.requireJoin(room, by: identity)
             let history = try await store.messages(
                 orderId: orderId, before: nil, limit: ChatLimits.joinHistory, on: connection)
-            try await store.enter(
-                socketId: socketId, orderId: orderId, userId: identity.userId, instanceId: instanceId, now: now(),
+            try await presence.enter(
+                socketId: socketId, room: orderId, userId: identity.userId, instanceId: instanceId, now: now(),
                 on: connection)
             return Joined(access: access, rider: room?.rider, history: history.reversed())
         }
@@ -74,9 +78,7 @@ package struct ChatWorkflow: Sendable {
                 aggregateId: orderId, on: connection, logger: logger
             )
             if let recipient = room?.counterpart(of: identity.userId),
-                try await !store.isPresent(
-                    userId: recipient, orderId: orderId, freshness: settings.presenceFreshness, now: now(),
-                    on: connection)
+                try await !presence.isPresent(userId: recipient, room: orderId, now: now(), on: connection)
             {
                 try await outbox.enqueue(
                     ChatRules.push(for: message, orderId: orderId, recipient: recipient), aggregateId: recipient,
@@ -99,15 +101,7 @@ package struct ChatWorkflow: Sendable {
 
     /// Forgets socket `socketId`'s presence.
     package func leave(socketId: String) async throws {
-        try await database.withConnection { try await store.leave(socketId: socketId, on: $0) }
-    }
-
-    /// Keeps this instance's presence rows fresh and drops those of instances that went away.
-    package func refreshPresence(instanceId: String) async throws {
-        try await database.withConnection {
-            try await store.refreshPresence(
-                instanceId: instanceId, staleAfter: settings.presenceFreshness, now: now(), on: $0)
-        }
+        try await database.withConnection { try await presence.leave(socketId: socketId, on: $0) }
     }
 
     /// orders.events, once per service (inbox): keep rooms in step with orders; close them with a system message.

@@ -136,50 +136,6 @@ package struct ChatStore: Sendable {
             clientMessageId: row.7
         )
     }
-
-    // MARK: Presence
-
-    /// Records that socket `socketId` of `userId` (on instance `instanceId`) is in the room of `orderId` at `now`.
-    package func enter(
-        socketId: String, orderId: String, userId: String, instanceId: String, now: Date,
-        on connection: PostgresConnection
-    ) async throws {
-        try await connection.query(
-            """
-            INSERT INTO chat_presence (socket_id, order_id, user_id, instance_id, seen_at)
-            VALUES (\(socketId), \(orderId), \(userId), \(instanceId), \(now))
-            ON CONFLICT (socket_id) DO UPDATE SET order_id = excluded.order_id, seen_at = excluded.seen_at
-            """, logger: logger
-        )
-    }
-
-    package func leave(socketId: String, on connection: PostgresConnection) async throws {
-        try await connection.query("DELETE FROM chat_presence WHERE socket_id = \(socketId)", logger: logger)
-    }
-
-    /// Whether `userId` has a socket in the room on any instance seen within `freshness` before `now`.
-    package func isPresent(
-        userId: String, orderId: String, freshness: Duration, now: Date, on connection: PostgresConnection
-    ) async throws -> Bool {
-        let cutoff = now - freshness
-        let rows = try await connection.query(
-            """
-            SELECT 1 FROM chat_presence WHERE order_id = \(orderId) AND user_id = \(userId) AND seen_at > \(cutoff) LIMIT 1
-            """, logger: logger
-        )
-        for try await _ in rows { return true }
-        return false
-    }
-
-    /// Keeps this instance's presence rows fresh (and forgets those of instances that stopped refreshing).
-    package func refreshPresence(
-        instanceId: String, staleAfter: Duration, now: Date, on connection: PostgresConnection
-    ) async throws {
-        try await connection.query(
-            "UPDATE chat_presence SET seen_at = \(now) WHERE instance_id = \(instanceId)", logger: logger)
-        let cutoff = now - staleAfter
-        try await connection.query("DELETE FROM chat_presence WHERE seen_at < \(cutoff)", logger: logger)
-    }
 }
 
 /// A message insert that neither stored the message nor found the one stored before with its client id.

@@ -1,0 +1,10 @@
+-- Riders' live /rider sockets on any instance (the shared SocketPresence): an order cancelled under a rider is
+-- pushed to them only when they have none.
+CREATE TABLE rider_presence (
+    socket_id text PRIMARY KEY,
+    room text NOT NULL,
+    user_id text NOT NULL,
+    instance_id text NOT NULL,
+    seen_at timestamptz NOT NULL
+);
+CREATE INDEX rider_presence_by_user ON rider_presence (user_id, room);
