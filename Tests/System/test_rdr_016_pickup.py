@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from gateway_kit import AssignedOrder, pushes_of, until
+from gateway_kit import AssignedOrder, new_cast, place_order, pushes_of, until
 from scenario_kit import now
 
 
@@ -186,3 +186,45 @@ def test_RDR_016_AC_004_the_rider_is_told_of_the_cancellation_on_the_socket_or_b
     pushes = pushes_of(cast.admin, cast.rider.id, kinds=["order_cancelled"])
     assert [(push["status"], push["data"]["orderId"]) for push in pushes] == [("sent", away.id)]
     assert "cancelled" in pushes[0]["body"]
+
+
+def test_RDR_016_AC_001_6_a_dashboard_that_was_offline_catches_up_with_its_orders(cast, gateway):
+    """The vendor's dashboard, offline while its orders moved, lists them on reconnecting: the active ones with
+    status, rider and times (the picked-up one InTransit with its rider), paged oldest first; a delivered or
+    cancelled order only with state=all; no other vendor's orders, and another vendor may not look."""
+    order = AssignedOrder(cast)
+    try:
+        order.pick_up()
+    finally:
+        order.close()
+    waiting = [place_order(cast) for _ in range(3)]
+    cancelled = place_order(cast)
+    cast.customer.call("POST", f"/v1/orders/{cancelled['id']}/cancel", json={"reason": "changed my mind"})
+    place_order(new_cast(gateway))  # another vendor's order, which must not show here
+
+    pages, after = [], None
+    while True:
+        query = "limit=2" + (f"&after={after}" if after else "")
+        page = cast.vendor.call("GET", f"/v1/vendors/me/orders?{query}")
+        assert page["vendorId"] == cast.vendor.id
+        pages.append(page["orders"])
+        after = page.get("nextAfter")
+        if not after:
+            break
+    listed = [order for page in pages for order in page]
+    assert [len(page) for page in pages] == [2, 2, 0]  # a full page always says where the next one starts
+    assert [o["id"] for o in listed] == [order.id] + [w["id"] for w in waiting]
+    picked = listed[0]
+    assert picked["status"] == "InTransit" and picked["rider"]["id"] == cast.rider.id
+    assert picked["createdAt"] and picked["updatedAt"] and picked["riderArrivedAt"]
+    assert {o["status"] for o in listed[1:]} == {"PendingVendorAcceptance"}
+
+    everything = cast.vendor.call("GET", "/v1/vendors/me/orders?state=all&limit=100")["orders"]
+    assert [o["id"] for o in everything] == [order.id] + [w["id"] for w in waiting] + [cancelled["id"]]
+    assert cast.admin.call("GET", f"/v1/vendors/{cast.vendor.id}/orders?limit=100")["orders"] == listed
+
+    assert cast.vendor.refusal("GET", "/v1/vendors/me/orders?after=garbage") == (400, "VALIDATION_FAILED")
+    assert cast.vendor.refusal("GET", "/v1/vendors/me/orders?limit=0") == (400, "VALIDATION_FAILED")
+    assert cast.vendor.refusal("GET", "/v1/vendors/me/orders?state=old") == (400, "VALIDATION_FAILED")
+    assert cast.vendor.refusal("GET", "/v1/vendors/someone-else/orders") == (403, "FORBIDDEN")
+    assert cast.customer.refusal("GET", "/v1/vendors/me/orders") == (403, "FORBIDDEN")

@@ -68,3 +68,17 @@ package enum Validate {
 
     private static let identifierScalars = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-_.:@"))
 }
+
+extension Validate {
+    /// The page size of a list request: the `limit` query parameter, a whole number from 1 to `maximum`.
+    /// - Parameter text: the parameter as sent; `nil` (absent) gives `defaultValue`.
+    package static func pageLimit(_ text: String?, default defaultValue: Int, maximum: Int = 100) throws(APIError)
+        -> Int
+    {
+        guard let text else { return defaultValue }
+        guard let limit = Int(text), (1...maximum).contains(limit) else {
+            throw APIError.validation("'limit' must be a whole number from 1 to \(maximum)")
+        }
+        return limit
+    }
+}

@@ -29,11 +29,7 @@ struct ChatRoutes: Sendable {
     func history(_ request: Request, _ context: ServiceRequestContext) async throws -> History {
         let identity = try context.requireIdentity()
         let orderId = try Validate.identifier(try context.parameters.require("orderId"), "orderId")
-        let limitText = request.uri.queryParameters.get("limit")
-        let limit = limitText.flatMap(Int.init) ?? ChatLimits.joinHistory
-        guard (1...100).contains(limit), limitText == nil || Int(limitText!) != nil else {
-            throw APIError.validation("'limit' must be a whole number from 1 to 100")
-        }
+        let limit = try Validate.pageLimit(request.uri.queryParameters.get("limit"), default: ChatLimits.joinHistory)
         var before: Int64?
         if let text = request.uri.queryParameters.get("before") {
             guard let value = Int64(text), value > 0 else { throw APIError.validation("'before' must be a message id") }

@@ -97,10 +97,7 @@ struct NotificationRoutes: Sendable {
                 throw APIError.validation("'userId' is required")
             }
             let userId = try Validate.identifier(userText, "userId")
-            let limitText = request.uri.queryParameters["limit"].map(String.init) ?? "20"
-            guard let limit = Int(limitText), (1...100).contains(limit) else {
-                throw APIError.validation("'limit' must be 1 to 100")
-            }
+            let limit = try Validate.pageLimit(request.uri.queryParameters.get("limit"), default: 20)
             return try await database.withConnection { connection in
                 try await log(userId: userId, limit: limit, on: connection)
             }

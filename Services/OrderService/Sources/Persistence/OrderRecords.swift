@@ -106,3 +106,26 @@ package enum OrderRecordError: Error, Equatable, Sendable {
     case noServiceRequest(UUID)
     case vendorExists(String)
 }
+
+/// Where a page of orders ended: its last order's creation time (microseconds since 1970, as Postgres keeps it) and
+/// id. Sent to clients as the opaque `after` text `<micros>.<id>`.
+package struct OrderPageCursor: Sendable, Equatable {
+    package var createdMicros: Int64
+    package var orderId: UUID
+
+    package init(createdMicros: Int64, orderId: UUID) {
+        self.createdMicros = createdMicros
+        self.orderId = orderId
+    }
+
+    /// Reads the `after` text of a previous page; `nil` if it is not one.
+    package init?(text: String) {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let micros = Int64(parts[0]), let id = UUID(uuidString: String(parts[1])) else {
+            return nil
+        }
+        self.init(createdMicros: micros, orderId: id)
+    }
+
+    package var text: String { "\(createdMicros).\(orderId.uuidString.lowercased())" }
+}

@@ -62,22 +62,51 @@ package struct OrderStore: Sendable {
     /// - Throws: 404 `NOT_FOUND` if there is none.
     package func order(_ id: UUID, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> OrderView
     {
-        let lock: PostgresQuery = forUpdate ? "FOR UPDATE OF o" : ""
-        var query: PostgresQuery = """
-            SELECT o.id, o.status, o.customer_id, v.id AS vendor_id, v.name AS vendor_name, v.address_line1 AS vendor_line1,
-                   v.area AS vendor_area, v.lat AS vendor_lat, v.lng AS vendor_lng, o.delivery_line1, o.delivery_area,
-                   o.delivery_lat, o.delivery_lng, o.payment_mode, o.total_amount, o.requires_photo_proof, o.rider_id,
-                   o.rider_name, o.rider_arrived_at, p.content_type AS photo_type, octet_length(p.bytes) AS photo_size,
-                   p.uploaded_at AS photo_uploaded_at, o.version, o.created_at, o.updated_at
-            FROM orders o JOIN vendors v ON v.id = o.vendor_id LEFT JOIN order_proof_photos p ON p.order_id = o.id
-            WHERE o.id = \(id)
-            """
-        query.sql += " " + lock.sql
+        var query: PostgresQuery = "\(unescaped: Self.selectOrders) WHERE o.id = \(id)"
+        if forUpdate { query.sql += " FOR UPDATE OF o" }
         let rows = try await connection.query(query, logger: logger)
         for try await row in rows {
             return try Self.order(from: row.makeRandomAccess())
         }
         throw OrderRecordError.noOrder(id)
+    }
+
+    /// An order's columns as ``order(from:)`` reads them, with its vendor and proof photo.
+    private static let selectOrders = """
+        SELECT o.id, o.status, o.customer_id, v.id AS vendor_id, v.name AS vendor_name, v.address_line1 AS vendor_line1,
+               v.area AS vendor_area, v.lat AS vendor_lat, v.lng AS vendor_lng, o.delivery_line1, o.delivery_area,
+               o.delivery_lat, o.delivery_lng, o.payment_mode, o.total_amount, o.requires_photo_proof, o.rider_id,
+               o.rider_name, o.rider_arrived_at, p.content_type AS photo_type, octet_length(p.bytes) AS photo_size,
+               p.uploaded_at AS photo_uploaded_at, o.version, o.created_at, o.updated_at,
+               (extract(epoch FROM o.created_at) * 1000000)::bigint AS created_micros
+        FROM orders o JOIN vendors v ON v.id = o.vendor_id LEFT JOIN order_proof_photos p ON p.order_id = o.id
+        """
+
+    /// A page of vendor `vendorId`'s orders, oldest first, after `cursor`; only those not yet delivered or
+    /// cancelled when `activeOnly`. Returns the page and the cursor of its last order.
+    package func orders(
+        ofVendor vendorId: String, activeOnly: Bool, after cursor: OrderPageCursor?, limit: Int,
+        on connection: PostgresConnection
+    ) async throws -> (orders: [OrderView], last: OrderPageCursor?) {
+        let ended = [OrderStatus.delivered.rawValue, OrderStatus.cancelled.rawValue]
+        let query: PostgresQuery = """
+            \(unescaped: Self.selectOrders)
+            WHERE o.vendor_id = \(vendorId) AND (\(!activeOnly) OR o.status <> ALL(\(ended)))
+              AND (\(cursor == nil) OR (o.created_at, o.id) >
+                   ('epoch'::timestamptz + \(cursor?.createdMicros ?? 0) * interval '1 microsecond', \(cursor?.orderId)))
+            ORDER BY o.created_at, o.id LIMIT \(limit)
+            """
+        let rows = try await connection.query(query, logger: logger)
+        var orders: [OrderView] = []
+        var last: OrderPageCursor?
+        for try await row in rows {
+            let cells = row.makeRandomAccess()
+            let order = try Self.order(from: cells)
+            orders.append(order)
+            last = OrderPageCursor(
+                createdMicros: try cells["created_micros"].decode(Int64.self), orderId: UUID(uuidString: order.id)!)
+        }
+        return (orders, last)
     }
 
     private static func order(from cells: PostgresRandomAccessRow) throws -> OrderView {

@@ -32,6 +32,13 @@ package struct OrderRoutes: Sendable {
         var reason: String?
     }
 
+    /// A page of a vendor's orders; `nextAfter` fetches the next one and is absent on the last page.
+    struct VendorOrders: Codable, Sendable, ResponseEncodable {
+        var vendorId: String
+        var orders: [OrderView]
+        var nextAfter: String?
+    }
+
     struct EventLog: Codable, Sendable, ResponseEncodable {
         var orderId: String
         var events: [OrderEventView]
@@ -40,6 +47,7 @@ package struct OrderRoutes: Sendable {
     package func register(on api: RouterGroup<ServiceRequestContext>) {
         api.post("vendors") { request, context in try await createVendor(request, context) }
         api.get("vendors/:id") { _, context in try await getVendor(context) }
+        api.get("vendors/:id/orders") { request, context in try await vendorOrders(request, context) }
         api.post("orders") { request, context in try await createOrder(request, context) }
         api.get("orders/:id") { _, context in try await getOrder(context) }
         api.get("orders/:id/events") { _, context in try await events(context) }
@@ -78,6 +86,38 @@ package struct OrderRoutes: Sendable {
             throw APIError.notFound("no vendor \(id)")
         }
         return vendor
+    }
+
+    /// A vendor dashboard's orders (`me` for the calling vendor; an admin names any vendor): those not yet delivered
+    /// or cancelled, or every one with `state=all`; oldest first, `limit` (default 50) at a time.
+    func vendorOrders(_ request: Request, _ context: ServiceRequestContext) async throws -> VendorOrders {
+        let identity = try context.requireIdentity(.vendor, .admin)
+        let named = try context.parameters.require("id")
+        let vendorId =
+            named == "me" && identity.role == .vendor ? identity.userId : try Validate.identifier(named, "id")
+        guard identity.role == .admin || vendorId == identity.userId else {
+            throw APIError.forbidden("a vendor sees only its own orders")
+        }
+        let query = request.uri.queryParameters
+        let limit = try Validate.pageLimit(query.get("limit"), default: 50)
+        let activeOnly: Bool
+        switch query.get("state") {
+        case nil, "active": activeOnly = true
+        case "all": activeOnly = false
+        default: throw APIError.validation("'state' must be 'active' or 'all'")
+        }
+        var cursor: OrderPageCursor?
+        if let text = query.get("after") {
+            guard let parsed = OrderPageCursor(text: text) else {
+                throw APIError.validation("'after' must be the nextAfter of a previous page")
+            }
+            cursor = parsed
+        }
+        let page = try await database.withConnection {
+            try await store.orders(ofVendor: vendorId, activeOnly: activeOnly, after: cursor, limit: limit, on: $0)
+        }
+        return VendorOrders(
+            vendorId: vendorId, orders: page.orders, nextAfter: page.orders.count == limit ? page.last?.text : nil)
     }
 
     // MARK: Orders
