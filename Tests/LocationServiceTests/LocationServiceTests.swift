@@ -85,6 +85,7 @@ struct LocationHarness: Sendable {
             brokerPort: 19112,
             extra: [
                 "TRACKING_STALE_AFTER_SECONDS": "30", "TRACKING_MAX_SECONDS": "120", "POSITION_MAX_AGE_SECONDS": "3600",
+                "ETA_REFRESH_SECONDS": "30",
             ])
     }
 
@@ -99,6 +100,7 @@ struct LocationHarness: Sendable {
             "url": client.baseURL, "brokers": broker.address, "clockUrl": clockURL,
             "staleAfterSeconds": settings["TRACKING_STALE_AFTER_SECONDS"] ?? "",
             "maximumTrackingSeconds": settings["TRACKING_MAX_SECONDS"] ?? "",
+            "etaRefreshSeconds": settings["ETA_REFRESH_SECONDS"] ?? "",
             "lat": String(format: "%.6f", spot.lat),
             "lng": String(format: "%.6f", spot.lng),
             "orderId": UUID().uuidString.lowercased(), "requestId": UUID().uuidString.lowercased(),
@@ -286,6 +288,19 @@ struct LocationSteppedDeadlineTests {
             "\(result["events"] ?? .null)")
         let reasons = result["events"]?.arrayValue.compactMap { $0[1]?.stringValue }
         #expect(reasons == ["travel_mode_off", "arrived"])
+    }
+
+    @Test(
+        "a live ETA is recomputed every ETA_REFRESH_SECONDS while the technician stands still, not before (US-072 AC-002)"
+    )
+    func etaRefresh() async throws {
+        let harness = try await LocationHarness.getStepped()
+        let (result, _) = try await harness.scenario("eta_refresh")
+        #expect(result["first"]?.doubleValue == 1, "\(result)")
+        #expect(result["before_due"]?.doubleValue == 1, "recomputed before it was due: \(result)")
+        #expect(result["when_due"]?.doubleValue == 2, "not recomputed when due: \(result)")
+        #expect(result["states"]?.arrayValue.last?.stringValue == "live")
+        #expect(result["states"]?.arrayValue.contains { $0.stringValue == "stale" } == false)
     }
 
     @Test(

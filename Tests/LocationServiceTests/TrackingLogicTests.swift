@@ -119,10 +119,11 @@ struct TrackingLogicTests {
                 lat: 12.9, lng: 77.6, accuracyMeters: 5, headingDegrees: nil, speedMps: nil,
                 recordedAt: now.addingTimeInterval(offset))
         }
+        #expect(book.admit("c") && book.admit("c") && book.admit("c"))
+        #expect(!book.admit("c"), "the burst of 3 is spent")
         #expect(book.record(position(0), courierId: "c", now: now) == .accepted(publish: true))
         #expect(book.record(position(1), courierId: "c", now: now.addingTimeInterval(1)) == .accepted(publish: false))
         #expect(book.record(position(-5), courierId: "c", now: now.addingTimeInterval(1)) == .olderThanLast)
-        #expect(book.record(position(2), courierId: "c", now: now.addingTimeInterval(2)) == .rateLimited)
         #expect(book.latest("c")?.position == position(1))
         book.learn(position(0.5), courierId: "c", now: now)
         #expect(book.latest("c")?.position == position(1), "an older position from another instance is ignored")

@@ -152,3 +152,35 @@ def test_US_072_AC_007_eta_unavailable_while_the_map_keeps_moving(visit, maps):
                             "the ETA to be unavailable")[-1]
     assert eta["text"] == "ETA unavailable"
     assert not [e for e in visit.watcher.received("eta") if e["available"]]
+
+
+def test_US_072_AC_006_a_technician_back_online_syncs_five_minutes_of_queued_positions(visit):
+    """The technician's app queued a position every 3 s through 5 minutes without a network: the batch of 100 is
+    applied in one request (one rate-limit token, not 100), the map shows the newest; the same batch retried (its
+    answer was lost) changes nothing and is not refused; a position older than the service keeps is answered
+    too_old without failing the positions sent with it."""
+    live_visit(visit)
+    technician = visit.cast.technician
+    points = gateway_kit.route(visit.cast.vendor_address, visit.cast.delivery_address, 100)
+    queued = [{"lat": p["lat"], "lng": p["lng"], "accuracyMeters": 8, "recordedAt": now(-300 + 3 * i)}
+              for i, p in enumerate(points)]
+
+    synced = technician.call("POST", "/v1/couriers/me/positions", json={"positions": queued})
+    assert synced == {"accepted": 100, "dropped": 0, "results": ["applied"] * 100}
+    newest = gateway_kit.until(lambda: [l for l in visit.watcher.received("location")
+                            if (l["lat"], l["lng"]) == (points[-1]["lat"], points[-1]["lng"])], "the newest position")
+    assert newest
+
+    retried = technician.call("POST", "/v1/couriers/me/positions", json={"positions": queued})
+    assert retried == {"accepted": 0, "dropped": 100, "results": ["older_than_last"] * 100}
+
+    mixed = [{"lat": points[0]["lat"], "lng": points[0]["lng"], "accuracyMeters": 8, "recordedAt": now(-700)},
+             {"lat": points[-1]["lat"], "lng": points[-1]["lng"], "accuracyMeters": 8, "recordedAt": now()}]
+    answered = technician.call("POST", "/v1/couriers/me/positions", json={"positions": mixed})
+    assert answered["results"] == ["too_old", "applied"]
+
+    invalid = [mixed[1] | {"recordedAt": now(1)}, mixed[1] | {"lat": 91}]
+    assert technician.refusal("POST", "/v1/couriers/me/positions", json={"positions": invalid}) == \
+        (400, "VALIDATION_FAILED")
+    assert technician.call("POST", "/v1/couriers/me/positions", json={"positions": invalid[:1]})["results"] == \
+        ["applied"], "the refused batch applied nothing"

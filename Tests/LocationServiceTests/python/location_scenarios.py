@@ -3,7 +3,7 @@
 Jobs' lifecycles arrive on orders.events as the order service publishes them (the scenarios produce those events).
 Every scenario happens around its own random spot (config lat, lng). Each prints one JSON object with what the
 clients saw. Staleness and the time limit pass by stepping the service's clock (config clockUrl), never by waiting.
-  location_scenarios.py delivery|service|eta_failure|validation|time_limit CONFIG_JSON
+  location_scenarios.py delivery|service|eta_failure|validation|time_limit|eta_refresh CONFIG_JSON
 """
 import json
 import os
@@ -216,8 +216,9 @@ def validation(config):
     print(json.dumps(result))
 
 
-def time_limit(config):
-    result = {}
+def on_the_way_with_travel_mode(config):
+    """A service request on the way, its customer tracking it, and the technician switching travel mode on (retried
+    while the service does not know the request yet). Returns the watcher, the technician and the last answer."""
     requests_ = ServiceRequests(config, address(config, 2, "12 Temple Road"))
     job = config["requestId"]
     requests_.created()
@@ -230,8 +231,14 @@ def time_limit(config):
     while True:
         answer = technician.rest("POST", f"/v1/tracking/{job}/travel-mode", {"active": True})
         if answer["status"] == 200 and answer["body"]["state"] == "live" or time.time() > deadline:
-            break
+            return customer, technician, answer
         time.sleep(0.2)
+
+
+def time_limit(config):
+    result = {}
+    job = config["requestId"]
+    customer, technician, answer = on_the_way_with_travel_mode(config)
     result["travel_mode_on"] = answer
     time.sleep(0.5)
     result["ended_early"] = [status for status in customer.received("tracking_status") if status["state"] == "ended"]
@@ -247,8 +254,28 @@ def time_limit(config):
     print(json.dumps(result))
 
 
+def eta_refresh(config):
+    """A technician who stands still: the ETA is recomputed once ETA_REFRESH_SECONDS of the service's clock passed,
+    from the last position and without a new one; not before, and a position at the same spot does not force it."""
+    result = {}
+    customer, technician, _ = on_the_way_with_travel_mode(config)
+    technician.send(config["lat"], config["lng"])
+    result["first"] = len(customer.wait_for("eta", 1))
+    refresh = float(config["etaRefreshSeconds"])
+    advance_clock(config, refresh * 2 / 3)
+    technician.send(config["lat"], config["lng"])  # standing still, still sending: the map stays live
+    time.sleep(0.5)
+    result["before_due"] = len(customer.received("eta"))
+    advance_clock(config, refresh / 3 + 1)
+    result["when_due"] = len(customer.wait_for("eta", 2))
+    result["states"] = customer.states()
+    for client in (customer, technician):
+        client.close()
+    print(json.dumps(result))
+
+
 if __name__ == "__main__":
     settings = json.loads(sys.argv[2])
     settings["lat"], settings["lng"] = float(settings["lat"]), float(settings["lng"])
     {"delivery": delivery, "service": service, "eta_failure": eta_failure, "validation": validation,
-     "time_limit": time_limit}[sys.argv[1]](settings)
+     "time_limit": time_limit, "eta_refresh": eta_refresh}[sys.argv[1]](settings)

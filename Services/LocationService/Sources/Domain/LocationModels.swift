@@ -209,3 +209,13 @@ package struct TrackingView: Codable, Sendable, Equatable, ResponseEncodable {
     package var eta: EtaUpdate?
     package var travelMode: Bool
 }
+
+/// What became of one position of a queued batch (`POST /v1/couriers/me/positions`).
+package enum PositionOutcome: String, Codable, Sendable, Equatable {
+    /// The courier's newest position at the time: shown and used.
+    case applied
+    /// Not newer than the courier's last position (already sent, or overtaken): nothing changed.
+    case olderThanLast = "older_than_last"
+    /// Recorded longer ago than `POSITION_MAX_AGE_SECONDS`: dropped.
+    case tooOld = "too_old"
+}

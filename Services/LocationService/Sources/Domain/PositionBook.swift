@@ -8,10 +8,11 @@ import Synchronization
 /// Postgres): from couriers connected here, and from couriers.positions for those connected elsewhere. Also each
 /// courier's rate limit, publication throttle and recent track (for the speed the estimator learns).
 package final class PositionBook: Sendable {
-    /// A position and when this instance received it.
+    /// A position, when this instance received it, and whether from the courier (not from another instance).
     package struct Entry: Sendable, Equatable {
         package var position: CourierPosition
         package var receivedAt: Date
+        package var fromCourier: Bool
     }
 
     /// What became of a position offered to the book.
@@ -20,8 +21,6 @@ package final class PositionBook: Sendable {
         case accepted(publish: Bool)
         /// Not newer than the position already held.
         case olderThanLast
-        /// Over the courier's rate limit.
-        case rateLimited
     }
 
     private struct Courier {
@@ -44,14 +43,22 @@ package final class PositionBook: Sendable {
         self.publishInterval = publishInterval.timeInterval
     }
 
-    /// Offers a courier's own position (from their socket or REST), rate-limited.
+    /// Spends one of the courier's rate-limit tokens: one per position from a socket, one per queued batch.
+    package func admit(_ courierId: String) -> Bool {
+        couriers.withLock { couriers in
+            var courier = couriers[courierId] ?? Courier(bucket: TokenBucket(eventsPerSecond: rate, burst: burst))
+            defer { couriers[courierId] = courier }
+            return courier.bucket.take()
+        }
+    }
+
+    /// Offers a courier's own position (from their socket or REST), once ``admit(_:)`` let it in.
     package func record(_ position: CourierPosition, courierId: String, now: Date) -> Outcome {
         couriers.withLock { couriers in
             var courier = couriers[courierId] ?? Courier(bucket: TokenBucket(eventsPerSecond: rate, burst: burst))
             defer { couriers[courierId] = courier }
-            guard courier.bucket.take() else { return .rateLimited }
             if let latest = courier.latest, latest.position.recordedAt >= position.recordedAt { return .olderThanLast }
-            courier.latest = Entry(position: position, receivedAt: now)
+            courier.latest = Entry(position: position, receivedAt: now, fromCourier: true)
             courier.track.append(position)
             courier.track.removeAll { position.recordedAt.timeIntervalSince($0.recordedAt) > Self.trackWindow }
             let due = courier.publishedAt.map { now.timeIntervalSince($0) >= publishInterval } ?? true
@@ -65,7 +72,7 @@ package final class PositionBook: Sendable {
         couriers.withLock { couriers in
             var courier = couriers[courierId] ?? Courier(bucket: TokenBucket(eventsPerSecond: rate, burst: burst))
             if courier.latest.map({ $0.position.recordedAt < position.recordedAt }) ?? true {
-                courier.latest = Entry(position: position, receivedAt: now)
+                courier.latest = Entry(position: position, receivedAt: now, fromCourier: false)
             }
             couriers[courierId] = courier
         }

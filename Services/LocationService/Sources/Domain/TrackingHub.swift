@@ -54,21 +54,60 @@ package final class TrackingHub: Sendable {
     }
 
     /// A courier's position: kept if newer than the last, sent to the watchers of the courier's tracked jobs,
-    /// and (throttled) to couriers.positions.
+    /// and (throttled) to couriers.positions. Each spends a rate-limit token.
     package func receive(_ position: CourierPosition, from courier: Identity) async throws -> PositionAck {
         guard courier.role == .rider || courier.role == .technician else { throw LocationRuleViolation.notCourier }
         let now = self.now()
         try TrackingRules.validate(position, now: now, settings: settings)
-        switch book.record(position, courierId: courier.userId, now: now) {
-        case .rateLimited:
+        guard book.admit(courier.userId) else {
             throw LocationRuleViolation.positionRateLimited(perSecond: settings.positionRate)
+        }
+        switch book.record(position, courierId: courier.userId, now: now) {
         case .olderThanLast:
-            return PositionAck(accepted: false, reason: "older_than_last")
+            return PositionAck(accepted: false, reason: PositionOutcome.olderThanLast.rawValue)
         case .accepted(let publish):
             if publish { publishPosition(position, courier: courier) }
             await deliver(position, courierId: courier.userId)
             return PositionAck(accepted: true, reason: nil)
         }
+    }
+
+    /// Positions an app queued while offline, for one rate-limit token. Each is answered in the order sent:
+    /// applied, older than the courier's last (a retried batch changes nothing), or too old to matter. Any
+    /// other invalid position refuses the batch before anything is applied. Watchers and couriers.positions
+    /// get the newest applied one only.
+    package func receive(batch positions: [CourierPosition], from courier: Identity) async throws -> [PositionOutcome] {
+        guard courier.role == .rider || courier.role == .technician else { throw LocationRuleViolation.notCourier }
+        let now = self.now()
+        var answers: [PositionOutcome?] = []
+        for position in positions {
+            if TrackingRules.isTooOld(position, now: now, settings: settings) {
+                answers.append(.tooOld)
+            } else {
+                try TrackingRules.validate(position, now: now, settings: settings)
+                answers.append(nil)
+            }
+        }
+        guard book.admit(courier.userId) else {
+            throw LocationRuleViolation.positionRateLimited(perSecond: settings.positionRate)
+        }
+        var newest: (position: CourierPosition, publish: Bool)?
+        // Oldest first, so each is newer than the one before.
+        for index in positions.indices.sorted(by: { positions[$0].recordedAt < positions[$1].recordedAt })
+        where answers[index] == nil {
+            switch book.record(positions[index], courierId: courier.userId, now: now) {
+            case .olderThanLast:
+                answers[index] = .olderThanLast
+            case .accepted(let publish):
+                answers[index] = .applied
+                newest = (positions[index], publish || newest?.publish == true)
+            }
+        }
+        if let newest {
+            if newest.publish { publishPosition(newest.position, courier: courier) }
+            await deliver(newest.position, courierId: courier.userId)
+        }
+        return answers.map { $0 ?? .olderThanLast }
     }
 
     /// A position another instance published: remembered for watchers who join here.
@@ -133,6 +172,17 @@ package final class TrackingHub: Sendable {
         }
         // Dropped (the queue is full or stopping): the next position claims it again.
         if !queued { eta.release(job.jobId) }
+    }
+
+    /// A live job's ETA is recomputed when it is due even if no position arrived since (the courier stands
+    /// still), by the instance the courier sends their positions to, so one instance asks the provider.
+    private func refreshDueEtas(_ jobs: [TrackingJob]) {
+        for job in jobs where job.state == .live {
+            guard let courierId = job.courierId, let latest = book.latest(courierId), latest.fromCourier else {
+                continue
+            }
+            refreshEta(job, position: latest.position, courierId: courierId)
+        }
     }
 
     // MARK: Watchers
@@ -202,22 +252,25 @@ package final class TrackingHub: Sendable {
 
     private func track(_ job: TrackingJob) { tracked.withLock { $0.track(job) } }
 
-    /// One round of the hub's housekeeping: reloads the tracked jobs, marks silent ones stale, ends those past
-    /// the time limit.
+    /// One round of the hub's housekeeping: reloads the tracked jobs, marks silent ones stale, refreshes ETAs
+    /// that are `ETA_REFRESH_SECONDS` old, ends those past the time limit.
     package func tick() async throws {
         let readAt = tracked.withLock { $0.generation }
         let jobs = try await database.withConnection { try await workflow.trackedJobs(on: $0) }
         tracked.withLock { $0.reload(jobs, readAt: readAt) }
         let now = self.now()
+        var heardFrom: [TrackingJob] = []
         for job in jobs {
             let heard = job.courierId.flatMap { book.latest($0)?.receivedAt }
             guard TrackingRules.isSilent(job, lastHeard: heard, now: now, staleAfter: settings.staleAfter) else {
+                heardFrom.append(job)
                 continue
             }
             if let stale = try await database.transaction({ try await workflow.markStale(job.jobId, on: $0) }) {
                 await after([stale])
             }
         }
+        refreshDueEtas(heardFrom)
         let ended = try await database.transaction { try await workflow.endOverdue(on: $0) }
         await after(ended)
         book.forget(before: now - .seconds(3600))

@@ -80,9 +80,14 @@ package enum TrackingRules {
         guard position.recordedAt <= now + settings.positionMaximumFuture else {
             throw .invalidPosition("'recordedAt' is in the future")
         }
-        guard position.recordedAt >= now - settings.positionMaximumAge else {
+        guard !isTooOld(position, now: now, settings: settings) else {
             throw .invalidPosition("'recordedAt' is older than \(settings.positionMaximumAge.components.seconds) s")
         }
+    }
+
+    /// Whether a position was recorded longer ago than `POSITION_MAX_AGE_SECONDS` before `now`: too old to show.
+    package static func isTooOld(_ position: CourierPosition, now: Date, settings: LocationSettings) -> Bool {
+        position.recordedAt < now - settings.positionMaximumAge
     }
 
     /// Whether a live job's courier has been silent too long: nothing heard (or tracking started) within

@@ -14,9 +14,11 @@ struct LocationRoutes: Sendable {
         var positions: [CourierPosition]
     }
 
+    /// Each position's outcome in the order sent, and the counts.
     struct BatchResult: Codable, Sendable, ResponseEncodable {
         var accepted: Int
         var dropped: Int
+        var results: [PositionOutcome]
     }
 
     struct TravelMode: Codable, Sendable {
@@ -32,13 +34,9 @@ struct LocationRoutes: Sendable {
             guard (1...Self.maximumBatch).contains(batch.positions.count) else {
                 throw APIError.validation("'positions' must hold 1 to \(Self.maximumBatch) positions")
             }
-            // Oldest first, so each is newer than the one before; a position older than the courier's last is dropped.
-            var result = BatchResult(accepted: 0, dropped: 0)
-            for position in batch.positions.sorted(by: { $0.recordedAt < $1.recordedAt }) {
-                let ack = try await hub.receive(position, from: identity)
-                if ack.accepted { result.accepted += 1 } else { result.dropped += 1 }
-            }
-            return result
+            let results = try await hub.receive(batch: batch.positions, from: identity)
+            let accepted = results.count { $0 == .applied }
+            return BatchResult(accepted: accepted, dropped: results.count - accepted, results: results)
         }
         api.post("tracking/:jobId/travel-mode") { request, context in
             let identity = try context.requireIdentity(.technician)
