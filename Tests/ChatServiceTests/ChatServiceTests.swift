@@ -183,3 +183,57 @@ struct ChatServiceTests {
                 == "VALIDATION_FAILED")
     }
 }
+
+/// Two chat instances sharing one schema and broker, as deployed behind a load balancer. The broker is theirs
+/// alone: another suite's chat service reading the same orders.events would close rooms and announce it on the
+/// shared chat.messages at its own pace.
+@Suite("Chat across two instances", .timeLimit(.minutes(3)))
+struct ChatTwoInstanceTests {
+    private static let instances = SuiteShared {
+        let broker = TansuBroker(port: 19115)
+        try await broker.start()
+        let schema = uniqueName("chat")
+        let settings = ["CHAT_RATE_LIMIT_PER_SECOND": "500", "CHAT_RATE_LIMIT_BURST": "500"]
+        let first = try await startSuiteService(
+            ChatService.self, schema: schema, brokers: broker.address, extra: settings)
+        let second = try await startSuiteService(
+            ChatService.self, schema: schema, brokers: broker.address, extra: settings)
+        return Instances(first: first.port, second: second.port, broker: broker)
+    }
+
+    /// The two instances' ports, and their broker (which stops when released).
+    struct Instances: Sendable {
+        let first: Int
+        let second: Int
+        let broker: TansuBroker
+    }
+
+    @Test(
+        "1,000 messages sent through both instances reach each of the rider's devices exactly once, across reconnects to either instance"
+    )
+    func thousandMessages() async throws {
+        let instances = try await Self.instances.get()
+        let (first, second, brokers) = (instances.first, instances.second, instances.broker.address)
+        let (customerId, riderId) = (uniqueName("customer"), uniqueName("rider"))
+        let config = [
+            "url": "http://127.0.0.1:\(first)", "http": "http://127.0.0.1:\(first)",
+            "secondUrl": "http://127.0.0.1:\(second)", "brokers": brokers,
+            "orderId": UUID().uuidString.lowercased(), "customerId": customerId, "riderId": riderId,
+            "customerToken": try await TestAuth.token(customerId, .customer, name: "Asha"),
+            "riderToken": try await TestAuth.token(riderId, .rider, name: "Ravi"),
+        ]
+        let json = String(decoding: try JSONEncoder().encode(config), as: UTF8.self)
+        let result = try await runPythonScenario("python/chat_scenarios.py", ["thousand", json])
+        #expect(result["errors"] == .array([]), "\(result["errors"] ?? .null)")
+        let acked = Set(result["acked"]?.arrayValue.compactMap(\.stringValue) ?? [])
+        #expect(acked.count == 1000)
+        let stored = Set(result["history"]?.arrayValue.compactMap(\.stringValue) ?? [])
+        #expect(stored == acked, "the history holds every message once")
+        for (index, device) in (result["received"]?.arrayValue ?? []).enumerated() {
+            let ids = device.arrayValue.compactMap(\.stringValue)
+            let doubled = Dictionary(grouping: ids, by: { $0 }).filter { $0.value.count > 1 }.keys
+            #expect(doubled.isEmpty, "device \(index) got \(doubled.count) messages twice, e.g. \(doubled.first ?? "")")
+            #expect(Set(ids) == acked, "device \(index) missed \(acked.subtracting(ids).count) messages")
+        }
+    }
+}

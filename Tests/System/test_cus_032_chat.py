@@ -104,6 +104,31 @@ def test_CUS_032_AC_002_message_reaches_the_rider_live_or_as_a_push(cast):
         assert texts == ["I'm on the 3rd floor.", "Hi! The gate code is 4321."]
 
 
+def test_CUS_032_AC_002_a_backgrounded_app_whose_socket_lingers_gets_the_push_too(cast):
+    """The rider's app went to the background but its socket is still open (the OS has not suspended it yet): it
+    says so with `app_state`, and the customer's message then comes as a push as well as on the socket; back in
+    the foreground, messages arrive on the socket only."""
+    cast.rider.register_device("android")
+    with ChatInTransit(cast) as chat:
+        order, customer, rider = chat.order, chat.customer, chat.rider
+        assert rider.call("app_state", {"state": "background"}) == {"ok": True}
+        backgrounded = send(customer, order.id, "Are you close?")
+        assert [m["id"] for m in rider.wait_for("message", seconds=2)] == [backgrounded["id"]]
+        pushes = pushes_of(cast.admin, cast.rider.id, kinds=["chat_message"])
+        assert [(p["body"], p["status"]) for p in pushes] == [("Are you close?", "sent")]
+
+        assert rider.call("app_state", {"state": "foreground"}) == {"ok": True}
+        foreground = send(customer, order.id, "I can see you now")
+        assert [m["id"] for m in rider.wait_for("message", count=2, seconds=2)][-1] == foreground["id"]
+        # A user's pushes keep their order (keyed by user end to end): once a later one is recorded, one for the
+        # foreground message would have been too.
+        assert rider.call("leave", {"orderId": order.id}) == {"ok": True}
+        send(customer, order.id, "Leave it at the door")
+        pushes = pushes_of(cast.admin, cast.rider.id, kinds=["chat_message"], count=2)
+        assert sorted(p["body"] for p in pushes) == ["Are you close?", "Leave it at the door"]
+        assert rider.call("app_state", {"state": "asleep"})["error"]["code"] == "VALIDATION_FAILED"
+
+
 def test_CUS_032_AC_003_customer_in_background_gets_a_push_with_a_preview(cast):
     """While the customer's app has the chat open the rider's message arrives live; once the app is in the
     background (left the chat, socket closed) the rider's message becomes a push with the sender and a preview."""

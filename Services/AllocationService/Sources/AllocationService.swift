@@ -36,6 +36,7 @@ package enum AllocationService: ServiceDefinition {
             await notifier.resendPendingOffer(to: socket)
         }
         riders.onDisconnect { socket, _ in await notifier.disconnected(socket) }
+        riders.reportAppState(to: workflow.presence, database: platform.database)
         platform.keepFresh(workflow.presence, instanceId: realtime.socketIO.instanceId)
         riders.on("received", OfferReceipt.self) { socket, receipt in
             try await notifier.received(receipt, from: socket)

@@ -32,7 +32,7 @@ package enum ChatService: ServiceDefinition {
             logger: platform.logger)
         let handlers = ChatHandlers(
             workflow: workflow, namespace: namespace, settings: settings, instanceId: realtime.socketIO.instanceId,
-            delivered: RecentIds(), logger: platform.logger
+            logger: platform.logger
         )
         namespace.on("join", ChatHandlers.JoinRequest.self) { socket, request in
             try await handlers.join(socket, request)
@@ -44,6 +44,7 @@ package enum ChatService: ServiceDefinition {
             try await handlers.send(socket, request)
         }
         namespace.onDisconnect { socket, _ in try? await workflow.leave(socketId: socket.id) }
+        namespace.reportAppState(to: workflow.presence, database: platform.database)
 
         platform.addConsumer(name: "chat-rooms", topics: [.ordersEvents]) { event, connection in
             try await workflow.project(event, on: connection)
@@ -71,12 +72,15 @@ package struct ChatSettings: Sendable {
     package var quickReplies: QuickReplies
     /// How long a socket counts as present in its room without a refresh (its instance refreshes it).
     package var presenceFreshness: Duration = .seconds(90)
+    /// `CHAT_PUSH_POLICY`: when a message is also pushed to its recipient.
+    package var pushPolicy: ChatPushPolicy
 
     package init(environment: ServiceEnvironment) throws {
         rateLimit = SocketIORateLimit(
             eventsPerSecond: try environment.double("CHAT_RATE_LIMIT_PER_SECOND", default: 5, in: 0.1...10_000),
             burst: try environment.int("CHAT_RATE_LIMIT_BURST", default: 10, in: 1...100_000)
         )
+        pushPolicy = try environment.choice("CHAT_PUSH_POLICY", default: ChatPushPolicy.unlessInForeground)
         if let path = environment.optional("CHAT_QUICK_REPLIES_FILE") {
             do {
                 quickReplies = try ContractCoding.decode(
@@ -89,4 +93,13 @@ package struct ChatSettings: Sendable {
             quickReplies = .standard
         }
     }
+}
+
+/// When a chat message is pushed to its recipient as well as sent to their sockets in the room.
+package enum ChatPushPolicy: String, Sendable, CaseIterable {
+    /// Unless the recipient has a socket in the room whose app is in the foreground (the default): an app that
+    /// reported `app_state` background, or has no socket, gets the push.
+    case unlessInForeground = "unless_in_foreground"
+    /// Every message: the app decides whether to show it.
+    case always
 }

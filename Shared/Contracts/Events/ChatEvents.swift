@@ -12,9 +12,12 @@ package struct ChatMessageSent: EventPayload {
     package var text: String
     package var clientMessageId: String
     package var sentAt: Date
+    /// The chat instance that delivered the message to its own sockets when it was sent; the others deliver it
+    /// from chat.messages. Absent: every instance delivers it.
+    package var originInstanceId: String?
     package init(
         messageId: String, orderId: String, senderId: String, senderRole: Role, senderName: String, text: String,
-        clientMessageId: String, sentAt: Date
+        clientMessageId: String, sentAt: Date, originInstanceId: String? = nil
     ) {
         self.messageId = messageId
         self.orderId = orderId
@@ -24,6 +27,7 @@ package struct ChatMessageSent: EventPayload {
         self.text = text
         self.clientMessageId = clientMessageId
         self.sentAt = sentAt
+        self.originInstanceId = originInstanceId
     }
 }
 

@@ -5,6 +5,7 @@ those events themselves (as the order service would). Each prints one JSON objec
   chat_scenarios.py conversation CONFIG_JSON
   chat_scenarios.py reassign CONFIG_JSON
   chat_scenarios.py offline CONFIG_JSON
+  chat_scenarios.py thousand CONFIG_JSON   (two instances: config url and secondUrl)
 """
 import json
 import os
@@ -147,5 +148,59 @@ def offline(config):
     print(json.dumps(result))
 
 
+def thousand(config):
+    """1,000 messages from a customer with a socket on each of two instances, to a rider with a device on each
+    instance; every 200 messages both rider devices drop their connection and connect again (alternating which
+    instance they reach), as phones do. Each device lists the ids its sockets received, and the full history is
+    read at the end."""
+    order = config["orderId"]
+    orders = Orders(config)
+    orders.created()
+    orders.assigned(config["riderId"], "Ravi")
+    urls = [config["url"], config["secondUrl"]]
+    senders = [ChatClient(url, config["customerToken"]) for url in urls]
+    for sender in senders:
+        sender.join_when_open(order)
+    devices = [[] for _ in urls]  # every socket each rider device had, oldest first
+
+    def connect(device, round_):
+        client = ChatClient(urls[(device + round_) % 2], config["riderToken"])
+        client.join_when_open(order)
+        devices[device].append(client)
+
+    def caught_up(last):
+        for device in devices:
+            deadline = time.time() + 10
+            while last not in [m["id"] for m in device[-1].received("message")] and time.time() < deadline:
+                time.sleep(0.02)
+
+    for device in range(2):
+        connect(device, 0)
+    acks = []
+    for number in range(1000):
+        if number and number % 200 == 0:
+            # The phones drop once what was sent reached them (a message sent into the gap would be missed by the
+            # socket and come with the reloaded history instead: not what this counts).
+            caught_up(acks[-1].get("id"))
+            for device in range(2):
+                devices[device][-1].close()
+                connect(device, number // 200)
+        acks.append(senders[number % 2].call("message", {"orderId": order, "clientMessageId": f"m-{number}",
+                                                          "text": f"message {number}"}))
+    caught_up(acks[-1].get("id"))
+    time.sleep(0.5)  # anything doubled would arrive within this
+    stored = history(config, config["riderToken"], 100)
+    result = {
+        "acked": [ack.get("id") for ack in acks],
+        "errors": [ack for ack in acks if "error" in ack][:3],
+        "received": [[m["id"] for socket in device for m in socket.received("message")] for device in devices],
+        "history": [message_id for page in stored.get("pages", []) for message_id in page],
+    }
+    for client in senders + [socket for device in devices for socket in device]:
+        client.close()
+    print(json.dumps(result))
+
+
 if __name__ == "__main__":
-    {"conversation": conversation, "reassign": reassign, "offline": offline}[sys.argv[1]](json.loads(sys.argv[2]))
+    {"conversation": conversation, "reassign": reassign, "offline": offline, "thousand": thousand}[sys.argv[1]](
+        json.loads(sys.argv[2]))

@@ -5,6 +5,7 @@ CREATE TABLE rider_presence (
     room text NOT NULL,
     user_id text NOT NULL,
     instance_id text NOT NULL,
-    seen_at timestamptz NOT NULL
+    seen_at timestamptz NOT NULL,
+    in_background boolean NOT NULL DEFAULT false
 );
 CREATE INDEX rider_presence_by_user ON rider_presence (user_id, room);

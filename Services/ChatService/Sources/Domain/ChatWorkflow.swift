@@ -53,12 +53,12 @@ package struct ChatWorkflow: Sendable {
         }
     }
 
-    /// Stores a message of `identity` (once per client message id), with its `ChatMessageSent` and, when the
-    /// recipient has no socket in the room, a push. `isNew` is false for a repeat. `stored` sees a new message
-    /// before the transaction commits, so before its event can reach anyone.
+    /// Stores a message of `identity` (once per client message id), with its `ChatMessageSent` and, as
+    /// `CHAT_PUSH_POLICY` says (by default when the recipient has no foreground socket in the room), a push. `isNew` is false for a repeat. The event names
+    /// `originInstanceId`, the instance that delivers the message to its own sockets.
     package func send(
         orderId: String, identity: Identity, clientMessageId: String, text: String, quickReplyId: String?,
-        stored: @Sendable (ChatMessageView) -> Void
+        originInstanceId: String
     ) async throws -> (message: ChatMessageView, isNew: Bool) {
         try await database.transaction { connection in
             let room = try await store.room(orderId, on: connection)
@@ -69,17 +69,20 @@ package struct ChatWorkflow: Sendable {
                 text: text, quickReplyId: quickReplyId, clientMessageId: clientMessageId, on: connection
             )
             guard isNew else { return (message, false) }
-            stored(message)
             try await outbox.enqueue(
                 ChatMessageSent(
                     messageId: message.id, orderId: orderId, senderId: identity.userId, senderRole: identity.role,
-                    senderName: senderName, text: text, clientMessageId: clientMessageId, sentAt: message.sentAt
+                    senderName: senderName, text: text, clientMessageId: clientMessageId, sentAt: message.sentAt,
+                    originInstanceId: originInstanceId
                 ),
                 aggregateId: orderId, on: connection, logger: logger
             )
-            if let recipient = room?.counterpart(of: identity.userId),
-                try await !presence.isPresent(userId: recipient, room: orderId, now: now(), on: connection)
-            {
+            guard let recipient = room?.counterpart(of: identity.userId) else { return (message, true) }
+            var pushed = settings.pushPolicy == .always
+            if !pushed {
+                pushed = try await !presence.isPresent(userId: recipient, room: orderId, now: now(), on: connection)
+            }
+            if pushed {
                 try await outbox.enqueue(
                     ChatRules.push(for: message, orderId: orderId, recipient: recipient), aggregateId: recipient,
                     on: connection, logger: logger

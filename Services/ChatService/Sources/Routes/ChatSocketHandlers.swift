@@ -5,7 +5,6 @@ import PostgresNIO
 import Realtime
 import RealtimePlatform
 import ServiceKit
-import Synchronization
 
 /// The `/chat` namespace's events (through ``ChatWorkflow``) and the fan-out of other instances' messages.
 package struct ChatHandlers: Sendable {
@@ -13,7 +12,6 @@ package struct ChatHandlers: Sendable {
     let namespace: SocketIONamespace
     let settings: ChatSettings
     let instanceId: String
-    let delivered: RecentIds
     let logger: Logger
 
     package static func room(_ orderId: String) -> String { "order:\(orderId)" }
@@ -70,11 +68,11 @@ package struct ChatHandlers: Sendable {
         let text = try ChatRules.text(
             typed: request.text, quickReplyId: request.quickReplyId, role: identity.role,
             quickReplies: settings.quickReplies)
-        // The message's id is known delivered here before its event can come back through chat.messages (it is
-        // recorded before the commit), so the fan-out never sends it a second time, whatever the timing.
+        // This instance delivers the message to its own sockets; its event names this instance as the origin,
+        // so the fan-out here skips it, whatever the timing, and every other instance delivers it once.
         let (message, isNew) = try await workflow.send(
             orderId: orderId, identity: identity, clientMessageId: clientMessageId, text: text,
-            quickReplyId: request.quickReplyId, stored: { [delivered] in delivered.insert($0.id) })
+            quickReplyId: request.quickReplyId, originInstanceId: instanceId)
         if isNew {
             await namespace.emit(
                 "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(orderId)], except: [socket.id],
@@ -96,7 +94,7 @@ package struct ChatHandlers: Sendable {
     /// chat.messages, on every instance: deliver messages sent through other instances; announce closings.
     func fanOut(_ event: DecodedEvent) async throws {
         if let sent = event.payload(as: ChatMessageSent.self) {
-            guard !delivered.contains(sent.messageId) else { return }
+            guard sent.originInstanceId != instanceId else { return }
             let message = ChatMessageView(
                 id: sent.messageId, orderId: sent.orderId, senderId: sent.senderId,
                 senderRole: sent.senderRole.rawValue,
@@ -124,28 +122,5 @@ package struct ChatHandlers: Sendable {
             socket.emit("access_revoked", arguments)
             socket.leave(room)
         }
-    }
-}
-
-/// Ids of messages this instance already delivered to its sockets, so the fan-out skips them. Bounded: two
-/// generations of `capacity` ids each; the older is dropped when the newer fills.
-package final class RecentIds: Sendable {
-    private let state = Mutex<(current: Set<String>, previous: Set<String>)>(([], []))
-    private let capacity: Int
-
-    package init(capacity: Int = 10_000) { self.capacity = capacity }
-
-    package func insert(_ id: String) {
-        state.withLock { state in
-            state.current.insert(id)
-            if state.current.count >= capacity {
-                state.previous = state.current
-                state.current = []
-            }
-        }
-    }
-
-    package func contains(_ id: String) -> Bool {
-        state.withLock { $0.current.contains(id) || $0.previous.contains(id) }
     }
 }
