@@ -3,26 +3,35 @@ import Logging
 import PostgresNIO
 import Realtime
 import ServiceKit
+import Synchronization
 
 /// Which users have a live socket with their app in the foreground, on any instance: one row per socket in a table
-/// of the service's own schema, `(socket_id text PRIMARY KEY, room text, user_id text, instance_id text, seen_at
-/// timestamptz, in_background boolean)`. Every instance refreshes its own rows (``refresh(instanceId:now:on:)``);
-/// the rows of an instance that stopped refreshing (it crashed) count as gone after `freshness`. A room scopes
-/// presence (chat: the order's room); a namespace without rooms uses ``SocketPresence/anywhere``. An app that
-/// goes to the background may keep its socket for a while: it says so with the `app_state` event
-/// (``SocketIONamespace/reportAppState(to:database:)``), and its socket stops counting until it is back.
+/// of the service's own schema, `(socket_id text PRIMARY KEY, <room> text, user_id text, instance_id text, seen_at
+/// timestamptz, in_background boolean)`. A room scopes presence (chat: the order's room); a namespace without rooms
+/// uses ``SocketPresence/anywhere``. Every instance refreshes the rows of its connected sockets and deletes its
+/// others (``refresh(instanceId:liveSocketIds:now:on:)``); the rows of an instance that stopped refreshing (it
+/// crashed) count as gone after `freshness`. An app that goes to the background may keep its socket for a while:
+/// it says so with the `app_state` event (``SocketIONamespace/reportAppState(to:database:)``), and its socket stops
+/// counting until it is back.
 package struct SocketPresence: Sendable {
     /// The room of a socket that is present in its namespace as a whole.
     package static let anywhere = ""
 
     private let table: String
+    private let roomColumn: String
     /// How long a socket counts as present without a refresh.
     package let freshness: Duration
+    /// Sockets of this instance whose app said it is in the background, kept for rows written later (a chat
+    /// socket reports its app state once, then joins rooms).
+    private let inBackground = BackgroundedSockets()
     private let logger: Logger
 
-    /// - Parameter table: the presence table, a constant of the service (never user input).
-    package init(table: StaticString, freshness: Duration, logger: Logger) {
+    /// - Parameters:
+    ///   - table: the presence table, a constant of the service (never user input).
+    ///   - roomColumn: its room column (chat's predates this type and calls it `order_id`).
+    package init(table: StaticString, roomColumn: StaticString = "room", freshness: Duration, logger: Logger) {
         self.table = "\(table)"
+        self.roomColumn = "\(roomColumn)"
         self.freshness = freshness
         self.logger = logger
     }
@@ -31,26 +40,30 @@ package struct SocketPresence: Sendable {
     package func enter(
         socketId: String, room: String, userId: String, instanceId: String, now: Date, on connection: PostgresConnection
     ) async throws {
+        let background = inBackground.contains(socketId)
         try await connection.query(
             """
-            INSERT INTO \(unescaped: table) (socket_id, room, user_id, instance_id, seen_at)
-            VALUES (\(socketId), \(room), \(userId), \(instanceId), \(now))
-            ON CONFLICT (socket_id) DO UPDATE SET room = excluded.room, seen_at = excluded.seen_at
+            INSERT INTO \(unescaped: table) (socket_id, \(unescaped: roomColumn), user_id, instance_id, seen_at, in_background)
+            VALUES (\(socketId), \(room), \(userId), \(instanceId), \(now), \(background))
+            ON CONFLICT (socket_id) DO UPDATE SET \(unescaped: roomColumn) = excluded.\(unescaped: roomColumn),
+                seen_at = excluded.seen_at, in_background = excluded.in_background
             """, logger: logger
         )
     }
 
-    /// Records whether socket `socketId`'s app is in the background.
-    package func setInBackground(_ inBackground: Bool, socketId: String, on connection: PostgresConnection)
+    /// Records whether socket `socketId`'s app is in the background, for its row and any it gets later.
+    package func setInBackground(_ background: Bool, socketId: String, on connection: PostgresConnection)
         async throws
     {
+        inBackground.set(background, socketId: socketId)
         try await connection.query(
-            "UPDATE \(unescaped: table) SET in_background = \(inBackground) WHERE socket_id = \(socketId)",
+            "UPDATE \(unescaped: table) SET in_background = \(background) WHERE socket_id = \(socketId)",
             logger: logger)
     }
 
-    /// Forgets socket `socketId`.
-    package func leave(socketId: String, on connection: PostgresConnection) async throws {
+    /// Forgets socket `socketId`'s row (it left its room); `disconnected` also forgets its app state.
+    package func leave(socketId: String, disconnected: Bool = false, on connection: PostgresConnection) async throws {
+        if disconnected { inBackground.set(false, socketId: socketId) }
         try await connection.query("DELETE FROM \(unescaped: table) WHERE socket_id = \(socketId)", logger: logger)
     }
 
@@ -63,30 +76,60 @@ package struct SocketPresence: Sendable {
         let rows = try await connection.query(
             """
             SELECT 1 FROM \(unescaped: table)
-            WHERE room = \(room) AND user_id = \(userId) AND seen_at > \(cutoff) AND NOT in_background LIMIT 1
+            WHERE \(unescaped: roomColumn) = \(room) AND user_id = \(userId) AND seen_at > \(cutoff) AND NOT in_background
+            LIMIT 1
             """, logger: logger
         )
         for try await _ in rows { return true }
         return false
     }
 
-    /// Keeps instance `instanceId`'s rows fresh and forgets those of instances that stopped refreshing.
-    package func refresh(instanceId: String, now: Date, on connection: PostgresConnection) async throws {
+    /// Keeps the rows of instance `instanceId`'s connected sockets (`liveSocketIds`, read at `now`) fresh, deletes
+    /// its rows written before `now` for sockets that are gone (a disconnect whose delete lost the race with the
+    /// socket's row, or failed), and forgets every instance's rows older than ``freshness``.
+    package func refresh(instanceId: String, liveSocketIds: [String], now: Date, on connection: PostgresConnection)
+        async throws
+    {
         try await connection.query(
-            "UPDATE \(unescaped: table) SET seen_at = \(now) WHERE instance_id = \(instanceId)", logger: logger)
+            """
+            UPDATE \(unescaped: table) SET seen_at = \(now)
+            WHERE instance_id = \(instanceId) AND socket_id = ANY(\(liveSocketIds))
+            """, logger: logger)
+        try await connection.query(
+            """
+            DELETE FROM \(unescaped: table)
+            WHERE instance_id = \(instanceId) AND seen_at < \(now) AND NOT (socket_id = ANY(\(liveSocketIds)))
+            """, logger: logger)
         let cutoff = now - freshness
         try await connection.query("DELETE FROM \(unescaped: table) WHERE seen_at < \(cutoff)", logger: logger)
     }
 }
 
+/// Socket ids of this instance whose app is in the background.
+private final class BackgroundedSockets: Sendable {
+    private let ids = Mutex<Set<String>>([])
+
+    func contains(_ socketId: String) -> Bool { ids.withLock { $0.contains(socketId) } }
+
+    func set(_ background: Bool, socketId: String) {
+        ids.withLock { ids in
+            if background { ids.insert(socketId) } else { ids.remove(socketId) }
+        }
+    }
+}
+
 extension ServicePlatform {
-    /// Refreshes this instance's rows of `presence` three times per freshness period, so they never expire while
-    /// the instance runs.
-    package mutating func keepFresh(_ presence: SocketPresence, instanceId: String) {
+    /// Refreshes `presence` for `namespace`'s sockets on this instance three times per freshness period, so their
+    /// rows never expire while they are connected and rows of sockets that are gone do not outlive a period.
+    package mutating func keepFresh(_ presence: SocketPresence, of namespace: SocketIONamespace, instanceId: String) {
         let database = self.database
         let now = self.now
         addPeriodicJob(every: presence.freshness / 3, failure: "could not refresh socket presence") {
-            try await database.withConnection { try await presence.refresh(instanceId: instanceId, now: now(), on: $0) }
+            let refreshedAt = now()
+            let live = namespace.sockets.map(\.id)
+            try await database.withConnection {
+                try await presence.refresh(instanceId: instanceId, liveSocketIds: live, now: refreshedAt, on: $0)
+            }
         }
     }
 }
@@ -102,6 +145,22 @@ package struct AppState: Codable, Sendable {
 }
 
 extension SocketIONamespace {
+    /// Forgets a socket's presence when it disconnects. Not when the server is shutting down: Postgres may be why
+    /// it stops, and a stopped instance's rows expire after the presence's freshness anyway. A delete that fails
+    /// (or loses the race with the socket's row) is undone by the instance's next refresh.
+    package func forgetPresenceOnDisconnect(_ presence: SocketPresence, database: Database, logger: Logger) {
+        onDisconnect { socket, reason in
+            guard reason != .serverShuttingDown else { return }
+            do {
+                try await database.withConnection {
+                    try await presence.leave(socketId: socket.id, disconnected: true, on: $0)
+                }
+            } catch {
+                logger.warning("could not forget a socket's presence", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
     /// Handles `app_state` `{state: "background" | "foreground"}` -> `{ok: true}`: the socket counts in
     /// `presence` only while its app is in the foreground, so what it would be told live is pushed instead.
     package func reportAppState(to presence: SocketPresence, database: Database) {

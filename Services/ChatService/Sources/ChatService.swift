@@ -43,7 +43,7 @@ package enum ChatService: ServiceDefinition {
         namespace.on("message", ChatHandlers.SendRequest.self) { socket, request in
             try await handlers.send(socket, request)
         }
-        namespace.onDisconnect { socket, _ in try? await workflow.leave(socketId: socket.id) }
+        namespace.forgetPresenceOnDisconnect(workflow.presence, database: platform.database, logger: platform.logger)
         namespace.reportAppState(to: workflow.presence, database: platform.database)
 
         platform.addConsumer(name: "chat-rooms", topics: [.ordersEvents]) { event, connection in
@@ -55,7 +55,7 @@ package enum ChatService: ServiceDefinition {
         platform.addStreamConsumer(name: "chat-access", topics: [.ordersEvents]) { event in
             try await handlers.revoke(event)
         }
-        platform.keepFresh(workflow.presence, instanceId: realtime.socketIO.instanceId)
+        platform.keepFresh(workflow.presence, of: namespace, instanceId: realtime.socketIO.instanceId)
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)

@@ -23,7 +23,8 @@ package struct ChatWorkflow: Sendable {
     ) {
         self.database = database
         self.store = store
-        self.presence = SocketPresence(table: "chat_presence", freshness: settings.presenceFreshness, logger: logger)
+        self.presence = SocketPresence(
+            table: "chat_presence", roomColumn: "order_id", freshness: settings.presenceFreshness, logger: logger)
         self.outbox = outbox
         self.settings = settings
         self.now = now
@@ -102,7 +103,7 @@ package struct ChatWorkflow: Sendable {
         }
     }
 
-    /// Forgets socket `socketId`'s presence.
+    /// Forgets socket `socketId`'s presence in its room (it left the room; still connected).
     package func leave(socketId: String) async throws {
         try await database.withConnection { try await presence.leave(socketId: socketId, on: $0) }
     }

@@ -83,30 +83,35 @@ package struct OrderStore: Sendable {
         """
 
     /// A page of vendor `vendorId`'s orders, oldest first, after `cursor`; only those not yet delivered or
-    /// cancelled when `activeOnly`. Returns the page and the cursor of its last order.
+    /// cancelled when `activeOnly`. Returns the page and, if more follow, the cursor of its last order.
     package func orders(
         ofVendor vendorId: String, activeOnly: Bool, after cursor: OrderPageCursor?, limit: Int,
         on connection: PostgresConnection
-    ) async throws -> (orders: [OrderView], last: OrderPageCursor?) {
+    ) async throws -> (orders: [OrderView], next: OrderPageCursor?) {
         let ended = [OrderStatus.delivered.rawValue, OrderStatus.cancelled.rawValue]
         let query: PostgresQuery = """
             \(unescaped: Self.selectOrders)
             WHERE o.vendor_id = \(vendorId) AND (\(!activeOnly) OR o.status <> ALL(\(ended)))
               AND (\(cursor == nil) OR (o.created_at, o.id) >
                    ('epoch'::timestamptz + \(cursor?.createdMicros ?? 0) * interval '1 microsecond', \(cursor?.orderId)))
-            ORDER BY o.created_at, o.id LIMIT \(limit)
+            ORDER BY o.created_at, o.id LIMIT \(limit + 1)
             """
         let rows = try await connection.query(query, logger: logger)
         var orders: [OrderView] = []
         var last: OrderPageCursor?
+        var more = false
         for try await row in rows {
+            guard orders.count < limit else {
+                more = true
+                continue
+            }
             let cells = row.makeRandomAccess()
             let order = try Self.order(from: cells)
             orders.append(order)
             last = OrderPageCursor(
                 createdMicros: try cells["created_micros"].decode(Int64.self), orderId: UUID(uuidString: order.id)!)
         }
-        return (orders, last)
+        return (orders, more ? last : nil)
     }
 
     private static func order(from cells: PostgresRandomAccessRow) throws -> OrderView {

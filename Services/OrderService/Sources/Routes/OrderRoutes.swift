@@ -93,8 +93,13 @@ package struct OrderRoutes: Sendable {
     func vendorOrders(_ request: Request, _ context: ServiceRequestContext) async throws -> VendorOrders {
         let identity = try context.requireIdentity(.vendor, .admin)
         let named = try context.parameters.require("id")
-        let vendorId =
-            named == "me" && identity.role == .vendor ? identity.userId : try Validate.identifier(named, "id")
+        let vendorId: String
+        if named == "me" {
+            guard identity.role == .vendor else { throw APIError.validation("'me' names a vendor; an admin names one") }
+            vendorId = identity.userId
+        } else {
+            vendorId = try Validate.identifier(named, "id")
+        }
         guard identity.role == .admin || vendorId == identity.userId else {
             throw APIError.forbidden("a vendor sees only its own orders")
         }
@@ -116,8 +121,7 @@ package struct OrderRoutes: Sendable {
         let page = try await database.withConnection {
             try await store.orders(ofVendor: vendorId, activeOnly: activeOnly, after: cursor, limit: limit, on: $0)
         }
-        return VendorOrders(
-            vendorId: vendorId, orders: page.orders, nextAfter: page.orders.count == limit ? page.last?.text : nil)
+        return VendorOrders(vendorId: vendorId, orders: page.orders, nextAfter: page.next?.text)
     }
 
     // MARK: Orders
