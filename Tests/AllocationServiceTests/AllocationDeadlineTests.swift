@@ -21,7 +21,23 @@ struct AllocationDeadlineTests {
             case .expired(let riderId, _, _): "expired for \(riderId)"
             case .rescinded(let riderId, _, _): "rescinded for \(riderId)"
             case .orderCancelled(let riderId, _): "order cancelled for \(riderId)"
+            case .wentOffline(let riderId, let reason): "offline (\(reason.rawValue)) for \(riderId)"
             }
+        }
+    }
+
+    /// Runs `body` with a workflow on a fresh schema whose time is a manual clock.
+    static func withWorkflow(
+        _ body: @Sendable (Database, AllocationWorkflow, ManualClock) async throws -> Void
+    ) async throws {
+        let schema = uniqueName("allocation")
+        let migrations = [try MigrationSet.platform(), try AllocationService.migrations()]
+        try await withTestDatabase(schema: schema, migrations: migrations) { database in
+            let clock = ManualClock()
+            let workflow = AllocationWorkflow(
+                settings: settings, outbox: Outbox(schema: schema), now: clock.now,
+                logger: TestInfrastructure.logger("allocation-deadlines"))
+            try await body(database, workflow, clock)
         }
     }
 
@@ -34,13 +50,7 @@ struct AllocationDeadlineTests {
         "an offer times out at its deadline, not a millisecond before; an unconfirmed one is skipped at its receipt deadline"
     )
     func deadlines() async throws {
-        let schema = uniqueName("allocation")
-        let migrations = [try MigrationSet.platform(), try AllocationService.migrations()]
-        try await withTestDatabase(schema: schema, migrations: migrations) { database in
-            let clock = ManualClock()
-            let workflow = AllocationWorkflow(
-                settings: Self.settings, outbox: Outbox(schema: schema), now: clock.now,
-                logger: TestInfrastructure.logger("allocation-deadlines"))
+        try await Self.withWorkflow { database, workflow, clock in
             let spot = TestSpot()
             let near = PersonRef(id: uniqueName("near"), name: "Near")
             let far = PersonRef(id: uniqueName("far"), name: "Far")
@@ -82,8 +92,11 @@ struct AllocationDeadlineTests {
             clock.advance(by: .milliseconds(9_999))
             #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
             clock.advance(by: .milliseconds(2))
-            #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
-            #expect(try await database.transaction { try await workflow.rider(far.id, on: $0) }.status == .offline)
+            let skipped = try await database.transaction { try await workflow.runDeadlines(on: $0) }
+            #expect(Self.describe(skipped) == ["offline (unreachable) for \(far.id)"])
+            let farView = try await database.transaction { try await workflow.rider(far.id, on: $0) }
+            #expect(farView.status == .offline && farView.offlineReason == .unreachable)
+            #expect(farView.offlineMessage?.contains("could not reach your phone") == true)
             let status = try await database.scalar(
                 "SELECT status FROM allocations WHERE order_id = \(orderId)", as: String.self)
             #expect(status == "waiting")
@@ -91,6 +104,48 @@ struct AllocationDeadlineTests {
                 "SELECT count(*) FROM outbox WHERE event_type = 'AllocationFailed' AND message_key = \(orderId)",
                 as: Int.self)
             #expect(failures == 1)
+        }
+    }
+
+    @Test(
+        "an Online rider without a precise fix for RIDER_OFFLINE_WITHOUT_FIX_SECONDS is taken Offline and told why, not a moment before; a coarse position does not count; going Online clears the reason"
+    )
+    func offlineWithoutPreciseFix() async throws {
+        try await Self.withWorkflow { database, workflow, clock in
+            let point = TestSpot().north(1)
+            let rider = PersonRef(id: uniqueName("rider"), name: "Ravi")
+            func fix(accuracy: Double) -> RiderLocation {
+                RiderLocation(lat: point.lat, lng: point.lng, accuracyMeters: accuracy, recordedAt: clock.now())
+            }
+            func position(accuracy: Double) -> PositionUpdated {
+                PositionUpdated(
+                    courierId: rider.id, role: .rider, lat: point.lat, lng: point.lng, accuracyMeters: accuracy,
+                    headingDegrees: nil, speedMps: nil, recordedAt: clock.now())
+            }
+            _ = try await database.transaction {
+                try await workflow.setAvailability(rider: rider, online: true, location: fix(accuracy: 5), on: $0)
+            }
+            clock.advance(by: .seconds(200))
+            try await database.transaction { try await workflow.moved(position(accuracy: 5), on: $0) }
+            clock.advance(by: .seconds(100))
+            try await database.transaction { try await workflow.moved(position(accuracy: 10_000), on: $0) }
+            clock.advance(by: .seconds(199))
+            #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
+            clock.advance(by: .seconds(2))
+            let demoted = try await database.transaction { try await workflow.runDeadlines(on: $0) }
+            #expect(Self.describe(demoted) == ["offline (no_precise_location) for \(rider.id)"])
+            let view = try await database.transaction { try await workflow.rider(rider.id, on: $0) }
+            #expect(view.status == .offline && view.offlineReason == .noPreciseLocation)
+            #expect(view.offlineMessage?.hasPrefix("You were set Offline: no precise location for 5 minutes") == true)
+            let pushes = try await database.scalar(
+                "SELECT count(*) FROM outbox WHERE event_type = 'PushRequested' AND message_key = \(rider.id)",
+                as: Int.self)
+            #expect(pushes == 1)
+
+            let back = try await database.transaction {
+                try await workflow.setAvailability(rider: rider, online: true, location: fix(accuracy: 5), on: $0)
+            }
+            #expect(back.0.status == .online && back.0.offlineReason == nil)
         }
     }
 }

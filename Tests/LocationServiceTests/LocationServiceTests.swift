@@ -65,6 +65,8 @@ struct LocationHarness: Sendable {
             "ETA_PROVIDER": "osrm", "ETA_PROVIDER_URL": "http://127.0.0.1:\(osrm.port)",
             "ETA_BREAKER_FAILURES": "1000000",
             "TRACKING_STALE_AFTER_SECONDS": "3", "TRACKING_TICK_MS": "200", "POSITION_PUBLISH_INTERVAL_SECONDS": "1",
+            // The scenarios' couriers are fast-forwarded (300 m every 0.2 s); 70 m/s would drop them as jumps.
+            "POSITION_MAX_SPEED_MPS": "100000",
         ]
         settings.merge(extra) { _, new in new }
         let clock = SteppedClock()

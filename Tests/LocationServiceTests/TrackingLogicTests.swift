@@ -1,6 +1,7 @@
 import Contracts
 import Foundation
 import LocationService
+import ServiceKit
 import Testing
 
 @Suite("Tracking rules, ETA text, position book, circuit breaker")
@@ -110,23 +111,41 @@ struct TrackingLogicTests {
         #expect(abs(unknown.seconds - straight * 1.3 / 6) < 0.001)
     }
 
-    @Test("the position book drops older positions, limits the rate and throttles publication")
-    func positionBook() {
-        let book = PositionBook(rate: 1, burst: 3, publishInterval: .seconds(3))
+    @Test(
+        "the position book drops older, coarse and jumping positions, limits the rate and throttles publication")
+    func positionBook() throws {
+        let settings = try LocationSettings(
+            environment: ServiceEnvironment([
+                "POSITION_RATE_PER_SECOND": "1", "POSITION_RATE_BURST": "3", "POSITION_PUBLISH_INTERVAL_SECONDS": "3",
+            ]))
+        let book = PositionBook(settings: settings)
         let now = Date()
-        func position(_ offset: TimeInterval) -> CourierPosition {
+        func position(_ offset: TimeInterval, north meters: Double = 0, accuracy: Double = 5) -> CourierPosition {
             CourierPosition(
-                lat: 12.9, lng: 77.6, accuracyMeters: 5, headingDegrees: nil, speedMps: nil,
+                lat: 12.9 + meters / 111_195, lng: 77.6, accuracyMeters: accuracy, headingDegrees: nil, speedMps: nil,
                 recordedAt: now.addingTimeInterval(offset))
         }
         #expect(book.admit("c") && book.admit("c") && book.admit("c"))
         #expect(!book.admit("c"), "the burst of 3 is spent")
         #expect(book.record(position(0), courierId: "c", now: now) == .accepted(publish: true))
         #expect(book.record(position(1), courierId: "c", now: now.addingTimeInterval(1)) == .accepted(publish: false))
-        #expect(book.record(position(-5), courierId: "c", now: now.addingTimeInterval(1)) == .olderThanLast)
+        #expect(book.record(position(-5), courierId: "c", now: now.addingTimeInterval(1)) == .dropped(.olderThanLast))
+        #expect(
+            book.record(position(2, accuracy: 101), courierId: "c", now: now.addingTimeInterval(2))
+                == .dropped(.inaccurate))
+        // 70 m/s at most: 700 m in 10 s is possible, 2 km is a GPS jump.
+        #expect(
+            book.record(position(11, north: 2_000), courierId: "c", now: now.addingTimeInterval(11))
+                == .dropped(.implausibleJump))
         #expect(book.latest("c")?.position == position(1))
+        #expect(
+            book.record(position(11, north: 690), courierId: "c", now: now.addingTimeInterval(11))
+                == .accepted(publish: true))
+        #expect(book.latest("c")?.position == position(11, north: 690))
         book.learn(position(0.5), courierId: "c", now: now)
-        #expect(book.latest("c")?.position == position(1), "an older position from another instance is ignored")
+        #expect(
+            book.latest("c")?.position == position(11, north: 690), "an older position from another instance is ignored"
+        )
     }
 
     @Test("the circuit breaker opens after the threshold and lets one trial through after the pause")

@@ -1,10 +1,12 @@
 """RDR-020: GPS and camera permissions. The permission screens are the app's; the backend's part is the rule behind
 them (through the gateway): a rider is Online only with a precise, fresh fix (no fix, a coarse one - worse than 50 m -
-or a stale one - older than 120 s - is 422 PRECISE_LOCATION_REQUIRED and the rider stays Offline), and a prepaid
+or a stale one - older than 120 s - is 422 PRECISE_LOCATION_REQUIRED and the rider stays Offline; once on the way,
+coarse fixes and GPS jumps are dropped), and a prepaid
 order needing photo proof cannot be delivered without the photo (422 PROOF_PHOTO_REQUIRED)."""
 import pytest
 
 import gateway_kit
+from scenario_kit import now
 
 # Just past the rule's limits (50 m, 120 s): an approximate fix (Android's coarse location, iOS with "Precise"
 # off), and a last-known fix the OS kept from before the permission was denied.
@@ -135,3 +137,30 @@ def test_RDR_020_AC_005_still_denied_the_rider_stays_blocked(cast):
         offers.close()
     assert cast.rider.refusal("GET", "/v1/riders/me/offer") == (404, "NO_ACTIVE_OFFER")
     assert_offline(cast.rider)
+
+
+def test_BR_RDR_PERM_01_coarse_fixes_and_gps_jumps_never_reach_the_customers_map(cast, picked_up):
+    """Once the rider is on the way, a fix coarser than the limit (100 m) or one that would mean a jump faster than
+    any vehicle is answered with why it was dropped, and the customer's map never shows it; precise positions
+    before and after it are shown."""
+    watcher = cast.customer.socket("tracking", ["location"])
+    sender = cast.rider.socket("tracking", [])
+    try:
+        gateway_kit.until(lambda: (lambda view: view if view.get("state") == "live" else None)(
+            watcher.call("track", {"jobId": picked_up.id})), "the map to go live")
+
+        def send(fix, offset=0.0):
+            return sender.call("position", {"lat": fix["lat"], "lng": fix["lng"],
+                                            "accuracyMeters": fix["accuracyMeters"], "recordedAt": now(offset)})
+
+        precise = cast.spot.fix(north_km=0.1)
+        assert send(precise, -2) == {"accepted": True}
+        assert send(cast.spot.fix(north_km=0.12, accuracy=10_000), -1) == {"accepted": False, "reason": "inaccurate"}
+        assert send(cast.spot.fix(north_km=2000)) == {"accepted": False, "reason": "implausible_jump"}
+        later = cast.spot.fix(north_km=0.15)
+        assert send(later, 1) == {"accepted": True}
+        shown = watcher.wait_for("location", count=2)
+        assert [(l["lat"], l["lng"]) for l in shown] == [(precise["lat"], precise["lng"]), (later["lat"], later["lng"])]
+    finally:
+        watcher.close()
+        sender.close()

@@ -35,9 +35,9 @@ package enum AllocationService: ServiceDefinition {
             await notifier.connected(socket)
             await notifier.resendPendingOffer(to: socket)
         }
-        riders.onDisconnect { socket, _ in await notifier.disconnected(socket) }
+        riders.forgetPresenceOnDisconnect(workflow.presence, database: platform.database, logger: platform.logger)
         riders.reportAppState(to: workflow.presence, database: platform.database)
-        platform.keepFresh(workflow.presence, instanceId: realtime.socketIO.instanceId)
+        platform.keepFresh(workflow.presence, of: riders, instanceId: realtime.socketIO.instanceId)
         riders.on("received", OfferReceipt.self) { socket, receipt in
             try await notifier.received(receipt, from: socket)
         }
@@ -94,6 +94,11 @@ struct RiderNotifier: Sendable {
         var message = "This offer is no longer available"
     }
 
+    struct WentOffline: Codable, Sendable {
+        var reason: OfflineReason
+        var message: String
+    }
+
     struct OrderCancelled: Codable, Sendable {
         var orderId: String
         var message = AllocationRules.cancellationMessage
@@ -110,6 +115,10 @@ struct RiderNotifier: Sendable {
                 await namespace.emit("offer_rescinded", Rescinded(offerId: offerId, orderId: orderId), toUser: riderId)
             case .orderCancelled(let riderId, let orderId):
                 await namespace.emit("order_cancelled", OrderCancelled(orderId: orderId), toUser: riderId)
+            case .wentOffline(let riderId, let reason):
+                await namespace.emit(
+                    "went_offline", WentOffline(reason: reason, message: reason.message(settings: workflow.settings)),
+                    toUser: riderId)
             }
         }
     }
@@ -125,14 +134,6 @@ struct RiderNotifier: Sendable {
             }
         } catch {
             logger.warning("could not record a rider's socket", metadata: ["error": "\(error)"])
-        }
-    }
-
-    func disconnected(_ socket: SocketIOSocket) async {
-        do {
-            try await database.withConnection { try await workflow.presence.leave(socketId: socket.id, on: $0) }
-        } catch {
-            logger.warning("could not forget a rider's socket", metadata: ["error": "\(error)"])
         }
     }
 

@@ -18,6 +18,8 @@ package struct PushKind: StringVocabulary {
     package static let chatMessage: PushKind = "chat_message"
     /// The customer's order was picked up (order, a step of the pickup saga).
     package static let orderPickedUp: PushKind = "order_picked_up"
+    /// The system took a rider Offline, with the reason (allocation).
+    package static let riderOffline: PushKind = "rider_offline"
     /// The order a rider was delivering was cancelled (allocation).
     package static let orderCancelled: PushKind = "order_cancelled"
     /// A technician's travel mode switched itself off after the time limit (location).

@@ -26,6 +26,9 @@ package struct AllocationSettings: Sendable {
     package var tick: Duration
     /// How long a rider's socket counts as connected without its instance refreshing it.
     package var presenceFreshness: Duration = .seconds(90)
+    /// `RIDER_OFFLINE_WITHOUT_FIX_SECONDS`, default 300: an Online rider whose last precise fix is older is taken
+    /// Offline (BR-RDR-PERM-01).
+    package var offlineWithoutFix: Duration
 
     package init(environment: ServiceEnvironment) throws(ConfigurationError) {
         offerTimeout = try environment.seconds("OFFER_TIMEOUT_SECONDS", default: .seconds(60), in: 1...3600)
@@ -38,6 +41,8 @@ package struct AllocationSettings: Sendable {
             "ALLOCATION_RETRY_INITIAL_MS", default: .seconds(2), in: 10...3_600_000)
         retryMaximum = try environment.seconds("ALLOCATION_RETRY_MAX_SECONDS", default: .seconds(60), in: 1...86_400)
         tick = try environment.milliseconds("ALLOCATION_TICK_MS", default: .milliseconds(250), in: 10...60_000)
+        offlineWithoutFix = try environment.seconds(
+            "RIDER_OFFLINE_WITHOUT_FIX_SECONDS", default: .seconds(300), in: 10...86_400)
     }
 }
 
@@ -73,8 +78,13 @@ package struct RiderView: Codable, Sendable, Equatable, ResponseEncodable {
     package var status: RiderStatus
     package var location: RiderLocation?
     package var currentOrderId: String?
-    /// Whether the rider has a live `/rider` socket on any instance (what the rider is told goes there).
+    /// Whether the rider has a live `/rider` socket on any instance whose app is in the foreground (what the rider
+    /// is told goes there; otherwise it is pushed).
     package var connected = false
+    /// Why the system took the rider Offline, until they go Online again; absent when they chose it.
+    package var offlineReason: OfflineReason?
+    /// What the rider is told about it.
+    package var offlineMessage: String?
 }
 
 /// A position fix from the rider's device.
@@ -99,4 +109,6 @@ package enum RiderNotice: Sendable {
     case rescinded(riderId: String, offerId: String, orderId: String)
     /// The order the rider was delivering was cancelled.
     case orderCancelled(riderId: String, orderId: String)
+    /// The system took the rider Offline.
+    case wentOffline(riderId: String, OfflineReason)
 }

@@ -22,6 +22,27 @@ package enum RiderStatus: String, Codable, Sendable {
     case delivering
 }
 
+/// Why the system took a rider Offline.
+package enum OfflineReason: String, Codable, Sendable {
+    /// No precise fix for `RIDER_OFFLINE_WITHOUT_FIX_SECONDS` while Online (BR-RDR-PERM-01).
+    case noPreciseLocation = "no_precise_location"
+    /// An offer reached neither the rider's socket nor their phone in time (RDR-010 AC-006).
+    case unreachable
+
+    /// What the rider is told.
+    package func message(settings: AllocationSettings) -> String {
+        switch self {
+        case .noPreciseLocation:
+            let minutes = max(1, settings.offlineWithoutFix.components.seconds / 60)
+            return
+                "You were set Offline: no precise location for \(minutes) minute\(minutes == 1 ? "" : "s"). Turn on precise location and go Online again."
+        case .unreachable:
+            return
+                "You were set Offline: a delivery offer could not reach your phone. Go Online again when you are ready."
+        }
+    }
+}
+
 /// Where the allocation of an order stands.
 package enum AllocationStatus: String, Codable, Sendable {
     /// Offered to a rider, or about to be.
@@ -117,6 +138,23 @@ package enum AllocationRules {
                 maxAgeSeconds: settings.locationMaxAge.components.seconds)
         }
         return location
+    }
+
+    /// Whether a position is precise enough to match a rider by (the accuracy going Online needs).
+    package static func isPrecise(accuracyMeters: Double, settings: AllocationSettings) -> Bool {
+        accuracyMeters <= settings.preciseAccuracyMeters
+    }
+
+    /// The push that tells a rider the system took them Offline, and why.
+    package static func offlinePush(riderId: String, reason: OfflineReason, now: Date, settings: AllocationSettings)
+        -> PushRequested
+    {
+        PushRequested(
+            notificationId: "offline-\(riderId)-\(Int(now.timeIntervalSince1970))", userId: riderId,
+            kind: .riderOffline, title: "You are Offline", body: reason.message(settings: settings),
+            data: ["link": "app://availability", "reason": reason.rawValue], priority: .high,
+            collapseKey: "offline-\(riderId)", ttlSeconds: 3600, correlationId: riderId
+        )
     }
 
     /// The high-priority push that tells a rider about an offer (it lives as long as the offer).

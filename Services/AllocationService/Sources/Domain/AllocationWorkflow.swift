@@ -158,10 +158,10 @@ package struct AllocationWorkflow: Sendable {
     /// Ends a pending offer with `reason`, frees the rider (`riderBecomes`), and announces OfferRejected.
     private func close(
         _ offer: DueOffer, as reason: OfferRejectionReason, riderBecomes riderStatus: RiderStatus,
-        on connection: PostgresConnection
+        offlineReason: OfflineReason? = nil, on connection: PostgresConnection
     ) async throws {
         try await store.close(offer.offerId, OfferStatus(reason), on: connection)
-        try await store.freeOfferedRider(offer.riderId, to: riderStatus, on: connection)
+        try await store.freeOfferedRider(offer.riderId, to: riderStatus, reason: offlineReason, on: connection)
         try await outbox.enqueue(
             OfferRejected(
                 offerId: offer.offerId.uuidString.lowercased(), orderId: offer.orderId, riderId: offer.riderId,
@@ -195,6 +195,31 @@ package struct AllocationWorkflow: Sendable {
     package func runDeadlines(limit: Int = 100, on connection: PostgresConnection) async throws -> [RiderNotice] {
         try await expireDue(limit: limit, on: connection) + (try await skipUnreachable(limit: limit, on: connection))
             + (try await retryWaiting(limit: limit, on: connection))
+            + (try await demoteWithoutFix(limit: limit, on: connection))
+    }
+
+    /// Online riders without a precise fix for `RIDER_OFFLINE_WITHOUT_FIX_SECONDS` are taken Offline and told
+    /// why (BR-RDR-PERM-01: no Online status without precise location).
+    func demoteWithoutFix(limit: Int, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        let now = self.now()
+        var notices: [RiderNotice] = []
+        for riderId in try await store.demoteWithoutFix(
+            before: now - settings.offlineWithoutFix, limit: limit, on: connection)
+        {
+            notices.append(try await tookOffline(riderId, because: .noPreciseLocation, on: connection))
+        }
+        return notices
+    }
+
+    /// Tells a rider the system took them Offline: the notice for their sockets, and a push.
+    private func tookOffline(_ riderId: String, because reason: OfflineReason, on connection: PostgresConnection)
+        async throws -> RiderNotice
+    {
+        try await outbox.enqueue(
+            AllocationRules.offlinePush(riderId: riderId, reason: reason, now: now(), settings: settings),
+            aggregateId: riderId, on: connection, logger: logger)
+        logger.info("rider taken offline", metadata: ["rider.id": "\(riderId)", "reason": "\(reason.rawValue)"])
+        return .wentOffline(riderId: riderId, reason)
     }
 
     /// Offers past their deadline: timed out (rider online again), next rider offered.
@@ -215,7 +240,9 @@ package struct AllocationWorkflow: Sendable {
     func skipUnreachable(limit: Int, on connection: PostgresConnection) async throws -> [RiderNotice] {
         var notices: [RiderNotice] = []
         for offer in try await store.unconfirmedOffers(now(), limit: limit, on: connection) {
-            try await close(offer, as: .unreachable, riderBecomes: .offline, on: connection)
+            try await close(
+                offer, as: .unreachable, riderBecomes: .offline, offlineReason: .unreachable, on: connection)
+            notices.append(try await tookOffline(offer.riderId, because: .unreachable, on: connection))
             notices += try await offerNext(orderId: offer.orderId, on: connection)
         }
         return notices
@@ -300,12 +327,16 @@ package struct AllocationWorkflow: Sendable {
             ?? RiderView(riderId: riderId, status: .offline, location: nil, currentOrderId: nil)
         view.connected = try await presence.isPresent(
             userId: riderId, room: SocketPresence.anywhere, now: now(), on: connection)
+        view.offlineMessage = view.offlineReason?.message(settings: settings)
         return view
     }
 
     /// A newer position from Location (couriers.positions) moves the rider.
     package func moved(_ position: PositionUpdated, on connection: PostgresConnection) async throws {
-        guard position.role == .rider else { return }
+        // An imprecise fix neither places the rider for matching nor keeps them Online (BR-RDR-PERM-01).
+        guard position.role == .rider,
+            AllocationRules.isPrecise(accuracyMeters: position.accuracyMeters, settings: settings)
+        else { return }
         try await store.move(position, on: connection)
     }
 }

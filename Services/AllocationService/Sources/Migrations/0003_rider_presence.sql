@@ -1,5 +1,5 @@
--- Riders' live /rider sockets on any instance (the shared SocketPresence): an order cancelled under a rider is
--- pushed to them only when they have none.
+-- Riders' live /rider sockets on any instance (the shared SocketPresence), and whether their app is in the
+-- background: an order cancelled under a rider is pushed to them unless they have a foreground socket.
 CREATE TABLE rider_presence (
     socket_id text PRIMARY KEY,
     room text NOT NULL,

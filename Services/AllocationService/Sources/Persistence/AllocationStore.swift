@@ -7,6 +7,7 @@ import ServiceKit
 extension OfferStatus: PostgresTextEnum {}
 extension RiderStatus: PostgresTextEnum {}
 extension AllocationStatus: PostgresTextEnum {}
+extension OfflineReason: PostgresTextEnum {}
 
 /// An order being allocated, as stored.
 struct AllocationRecord: Sendable {
@@ -159,19 +160,21 @@ struct AllocationStore: Sendable {
     func rider(_ riderId: String, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> RiderView?
     {
         var query: PostgresQuery = """
-            SELECT rider_id, status, lat, lng, accuracy_meters, location_recorded_at, current_order_id
+            SELECT rider_id, status, lat, lng, accuracy_meters, location_recorded_at, current_order_id, offline_reason
             FROM riders WHERE rider_id = \(riderId)
             """
         if forUpdate { query.sql += " FOR UPDATE" }
         let rows = try await connection.query(query, logger: logger)
-        for try await (id, status, lat, lng, accuracy, recordedAt, orderId)
-            in rows.decode((String, RiderStatus, Double?, Double?, Double?, Date?, String?).self)
+        for try await (id, status, lat, lng, accuracy, recordedAt, orderId, offlineReason)
+            in rows.decode((String, RiderStatus, Double?, Double?, Double?, Date?, String?, OfflineReason?).self)
         {
             var location: RiderLocation?
             if let lat, let lng, let accuracy, let recordedAt {
                 location = RiderLocation(lat: lat, lng: lng, accuracyMeters: accuracy, recordedAt: recordedAt)
             }
-            return RiderView(riderId: id, status: status, location: location, currentOrderId: orderId)
+            return RiderView(
+                riderId: id, status: status, location: location, currentOrderId: orderId,
+                offlineReason: status == .offline ? offlineReason : nil)
         }
         return nil
     }
@@ -186,7 +189,7 @@ struct AllocationStore: Sendable {
             ON CONFLICT (rider_id) DO UPDATE SET name = excluded.name,
                 status = CASE WHEN riders.status = \(RiderStatus.offered) THEN riders.status ELSE excluded.status END,
                 lat = excluded.lat, lng = excluded.lng, accuracy_meters = excluded.accuracy_meters,
-                location_recorded_at = excluded.location_recorded_at, updated_at = now()
+                location_recorded_at = excluded.location_recorded_at, offline_reason = NULL, updated_at = now()
             """, logger: logger
         )
     }
@@ -195,7 +198,7 @@ struct AllocationStore: Sendable {
         try await connection.query(
             """
             INSERT INTO riders (rider_id, name, status) VALUES (\(rider.id), \(rider.name), \(RiderStatus.offline))
-            ON CONFLICT (rider_id) DO UPDATE SET status = excluded.status, updated_at = now()
+            ON CONFLICT (rider_id) DO UPDATE SET status = excluded.status, offline_reason = NULL, updated_at = now()
             """, logger: logger
         )
     }
@@ -208,14 +211,35 @@ struct AllocationStore: Sendable {
         )
     }
 
-    /// A rider who held an offer no longer does and is `status` (online, or offline).
-    func freeOfferedRider(_ riderId: String, to status: RiderStatus, on connection: PostgresConnection) async throws {
+    /// A rider who held an offer no longer does and is `status` (online, or offline for `reason`).
+    func freeOfferedRider(
+        _ riderId: String, to status: RiderStatus, reason: OfflineReason? = nil, on connection: PostgresConnection
+    ) async throws {
         try await connection.query(
             """
-            UPDATE riders SET status = \(status), updated_at = now()
+            UPDATE riders SET status = \(status), offline_reason = \(reason), updated_at = now()
             WHERE rider_id = \(riderId) AND status = \(RiderStatus.offered)
             """, logger: logger
         )
+    }
+
+    /// Takes Offline the Online riders whose last precise fix was recorded before `cutoff` (or who have none);
+    /// returns them.
+    func demoteWithoutFix(before cutoff: Date, limit: Int, on connection: PostgresConnection) async throws -> [String] {
+        let rows = try await connection.query(
+            """
+            UPDATE riders SET status = \(RiderStatus.offline), offline_reason = \(OfflineReason.noPreciseLocation),
+                   updated_at = now()
+            WHERE rider_id IN (
+                SELECT rider_id FROM riders
+                WHERE status = \(RiderStatus.online) AND (location_recorded_at IS NULL OR location_recorded_at < \(cutoff))
+                ORDER BY location_recorded_at NULLS FIRST LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+            RETURNING rider_id
+            """, logger: logger
+        )
+        var riders: [String] = []
+        for try await riderId in rows.decode(String.self) { riders.append(riderId) }
+        return riders
     }
 
     /// The rider is on `orderId` until it ends.
@@ -228,7 +252,6 @@ struct AllocationStore: Sendable {
         )
     }
 
-    /// The rider on `orderId` is free again.
     /// Frees the rider delivering `orderId`; returns who it was (none if nobody was).
     func releaseRider(of orderId: String, on connection: PostgresConnection) async throws -> [String] {
         let rows = try await connection.query(

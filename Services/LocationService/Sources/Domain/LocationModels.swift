@@ -21,8 +21,14 @@ package struct LocationSettings: Sendable {
     /// are refused; a position more than `POSITION_MAX_FUTURE_SECONDS` (default 30) ahead is refused too.
     package var positionMaximumAge: Duration
     package var positionMaximumFuture: Duration
-    /// `ETA_REFRESH_SECONDS`, default 30 (at most 60): the ETA is recomputed at least this often while positions
-    /// arrive, and at once after a move of `ETA_SIGNIFICANT_MOVE_METERS` (default 300).
+    /// `POSITION_MAX_ACCURACY_METERS`, default 100: a coarser position is neither shown nor passed on.
+    package var positionMaximumAccuracyMeters: Double
+    /// `POSITION_MAX_SPEED_MPS`, default 70 (252 km/h): a position that would mean moving faster from the last one
+    /// is a GPS jump, dropped.
+    package var positionMaximumSpeedMps: Double
+    /// `ETA_REFRESH_SECONDS`, default 30 (at most 60): the ETA is recomputed this often while the job is live
+    /// (from the tick, even when no position arrived), and at once after a move of `ETA_SIGNIFICANT_MOVE_METERS`
+    /// (default 300).
     package var etaRefresh: Duration
     package var etaSignificantMoveMeters: Double
     /// `ETA_PROVIDER`: `estimator` (default), `osrm` or `azure`, with `ETA_PROVIDER_URL` (OSRM's or Azure Maps'
@@ -50,6 +56,9 @@ package struct LocationSettings: Sendable {
         positionMaximumAge = try environment.seconds("POSITION_MAX_AGE_SECONDS", default: .seconds(600), in: 1...86_400)
         positionMaximumFuture = try environment.seconds(
             "POSITION_MAX_FUTURE_SECONDS", default: .seconds(30), in: 0...3600)
+        positionMaximumAccuracyMeters = try environment.double(
+            "POSITION_MAX_ACCURACY_METERS", default: 100, in: 1...10_000)
+        positionMaximumSpeedMps = try environment.double("POSITION_MAX_SPEED_MPS", default: 70, in: 1...100_000)
         etaRefresh = try environment.seconds("ETA_REFRESH_SECONDS", default: .seconds(30), in: 1...60)
         etaSignificantMoveMeters = try environment.double("ETA_SIGNIFICANT_MOVE_METERS", default: 300, in: 1...100_000)
         provider = try environment.choice("ETA_PROVIDER", default: EtaProviderKind.estimator)
@@ -218,4 +227,8 @@ package enum PositionOutcome: String, Codable, Sendable, Equatable {
     case olderThanLast = "older_than_last"
     /// Recorded longer ago than `POSITION_MAX_AGE_SECONDS`: dropped.
     case tooOld = "too_old"
+    /// Coarser than `POSITION_MAX_ACCURACY_METERS`: dropped.
+    case inaccurate
+    /// Farther from the last position than `POSITION_MAX_SPEED_MPS` allows in the time between them: dropped.
+    case implausibleJump = "implausible_jump"
 }

@@ -19,8 +19,8 @@ package final class PositionBook: Sendable {
     package enum Outcome: Sendable, Equatable {
         /// The courier's newest position; `publish` if couriers.positions is due one.
         case accepted(publish: Bool)
-        /// Not newer than the position already held.
-        case olderThanLast
+        /// Not used: not newer than the last, too coarse, or a jump (``TrackingRules/screen(_:after:settings:)``).
+        case dropped(PositionOutcome)
     }
 
     private struct Courier {
@@ -34,13 +34,15 @@ package final class PositionBook: Sendable {
     private let rate: Double
     private let burst: Int
     private let publishInterval: TimeInterval
+    private let settings: LocationSettings
     /// The window of positions the learned speed is taken over.
     static let trackWindow: TimeInterval = 120
 
-    package init(rate: Double, burst: Int, publishInterval: Duration) {
-        self.rate = rate
-        self.burst = burst
-        self.publishInterval = publishInterval.timeInterval
+    package init(settings: LocationSettings) {
+        self.rate = settings.positionRate
+        self.burst = settings.positionBurst
+        self.publishInterval = settings.publishInterval.timeInterval
+        self.settings = settings
     }
 
     /// Spends one of the courier's rate-limit tokens: one per position from a socket, one per queued batch.
@@ -57,7 +59,9 @@ package final class PositionBook: Sendable {
         couriers.withLock { couriers in
             var courier = couriers[courierId] ?? Courier(bucket: TokenBucket(eventsPerSecond: rate, burst: burst))
             defer { couriers[courierId] = courier }
-            if let latest = courier.latest, latest.position.recordedAt >= position.recordedAt { return .olderThanLast }
+            if let dropped = TrackingRules.screen(position, after: courier.latest?.position, settings: settings) {
+                return .dropped(dropped)
+            }
             courier.latest = Entry(position: position, receivedAt: now, fromCourier: true)
             courier.track.append(position)
             courier.track.removeAll { position.recordedAt.timeIntervalSince($0.recordedAt) > Self.trackWindow }

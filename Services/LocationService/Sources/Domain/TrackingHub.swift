@@ -33,8 +33,7 @@ package final class TrackingHub: Sendable {
         self.database = database
         self.workflow = workflow
         self.namespace = namespace
-        self.book = PositionBook(
-            rate: settings.positionRate, burst: settings.positionBurst, publishInterval: settings.publishInterval)
+        self.book = PositionBook(settings: settings)
         self.eta = eta
         self.producer = producer
         self.background = background
@@ -49,7 +48,7 @@ package final class TrackingHub: Sendable {
     /// The answer to a courier's position.
     package struct PositionAck: Codable, Sendable, Equatable, ResponseEncodable {
         package var accepted: Bool
-        /// `older_than_last` when a position not newer than the last one was dropped.
+        /// Why a valid position was dropped: `older_than_last`, `inaccurate` or `implausible_jump`.
         package var reason: String?
     }
 
@@ -63,8 +62,8 @@ package final class TrackingHub: Sendable {
             throw LocationRuleViolation.positionRateLimited(perSecond: settings.positionRate)
         }
         switch book.record(position, courierId: courier.userId, now: now) {
-        case .olderThanLast:
-            return PositionAck(accepted: false, reason: PositionOutcome.olderThanLast.rawValue)
+        case .dropped(let outcome):
+            return PositionAck(accepted: false, reason: outcome.rawValue)
         case .accepted(let publish):
             if publish { publishPosition(position, courier: courier) }
             await deliver(position, courierId: courier.userId)
@@ -73,7 +72,8 @@ package final class TrackingHub: Sendable {
     }
 
     /// Positions an app queued while offline, for one rate-limit token. Each is answered in the order sent:
-    /// applied, older than the courier's last (a retried batch changes nothing), or too old to matter. Any
+    /// applied, older than the courier's last (a retried batch changes nothing), too old to matter, too coarse or
+    /// a GPS jump. Any
     /// other invalid position refuses the batch before anything is applied. Watchers and couriers.positions
     /// get the newest applied one only.
     package func receive(batch positions: [CourierPosition], from courier: Identity) async throws -> [PositionOutcome] {
@@ -96,8 +96,8 @@ package final class TrackingHub: Sendable {
         for index in positions.indices.sorted(by: { positions[$0].recordedAt < positions[$1].recordedAt })
         where answers[index] == nil {
             switch book.record(positions[index], courierId: courier.userId, now: now) {
-            case .olderThanLast:
-                answers[index] = .olderThanLast
+            case .dropped(let outcome):
+                answers[index] = outcome
             case .accepted(let publish):
                 answers[index] = .applied
                 newest = (positions[index], publish || newest?.publish == true)
@@ -175,7 +175,8 @@ package final class TrackingHub: Sendable {
     }
 
     /// A live job's ETA is recomputed when it is due even if no position arrived since (the courier stands
-    /// still), by the instance the courier sends their positions to, so one instance asks the provider.
+    /// still), by the instance the courier sends their positions to, so one instance asks the provider (two, for
+    /// the few seconds until another instance that took a queued batch learns a newer position).
     private func refreshDueEtas(_ jobs: [TrackingJob]) {
         for job in jobs where job.state == .live {
             guard let courierId = job.courierId, let latest = book.latest(courierId), latest.fromCourier else {

@@ -85,6 +85,22 @@ package enum TrackingRules {
         }
     }
 
+    /// Why a valid position is not used after `last` (the courier's newest): not newer, too coarse, or too far
+    /// to have been travelled in the time between them; `nil` if it is used.
+    package static func screen(_ position: CourierPosition, after last: CourierPosition?, settings: LocationSettings)
+        -> PositionOutcome?
+    {
+        if let last, last.recordedAt >= position.recordedAt { return .olderThanLast }
+        if position.accuracyMeters > settings.positionMaximumAccuracyMeters { return .inaccurate }
+        if let last {
+            let seconds = position.recordedAt.timeIntervalSince(last.recordedAt)
+            if last.point.meters(to: position.point) > settings.positionMaximumSpeedMps * seconds {
+                return .implausibleJump
+            }
+        }
+        return nil
+    }
+
     /// Whether a position was recorded longer ago than `POSITION_MAX_AGE_SECONDS` before `now`: too old to show.
     package static func isTooOld(_ position: CourierPosition, now: Date, settings: LocationSettings) -> Bool {
         position.recordedAt < now - settings.positionMaximumAge
