@@ -56,6 +56,11 @@ package enum ChatService: ServiceDefinition {
             try await handlers.revoke(event)
         }
         platform.keepFresh(workflow.presence, of: namespace, instanceId: realtime.socketIO.instanceId)
+        let logger = platform.logger
+        platform.addPeriodicJob(every: .seconds(3600), failure: "could not purge closed chats") {
+            let purged = try await workflow.purgeClosedChats()
+            if purged > 0 { logger.info("purged closed chats", metadata: ["chats": "\(purged)"]) }
+        }
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)
@@ -74,6 +79,8 @@ package struct ChatSettings: Sendable {
     package var presenceFreshness: Duration = .seconds(90)
     /// `CHAT_PUSH_POLICY`: when a message is also pushed to its recipient.
     package var pushPolicy: ChatPushPolicy
+    /// `CHAT_CLOSED_RETENTION_DAYS`, default 30: a closed chat's messages are deleted this long after it closed.
+    package var closedRetention: Duration
 
     package init(environment: ServiceEnvironment) throws {
         rateLimit = SocketIORateLimit(
@@ -81,6 +88,8 @@ package struct ChatSettings: Sendable {
             burst: try environment.int("CHAT_RATE_LIMIT_BURST", default: 10, in: 1...100_000)
         )
         pushPolicy = try environment.choice("CHAT_PUSH_POLICY", default: ChatPushPolicy.unlessInForeground)
+        closedRetention = .seconds(
+            86_400 * (try environment.int("CHAT_CLOSED_RETENTION_DAYS", default: 30, in: 1...3650)))
         if let path = environment.optional("CHAT_QUICK_REPLIES_FILE") {
             do {
                 quickReplies = try ContractCoding.decode(

@@ -108,6 +108,20 @@ package struct ChatWorkflow: Sendable {
         try await database.withConnection { try await presence.leave(socketId: socketId, on: $0) }
     }
 
+    /// Deletes the messages of chats closed more than `CHAT_CLOSED_RETENTION_DAYS` ago, a batch at a time;
+    /// returns how many chats it purged.
+    package func purgeClosedChats(batch: Int = 500) async throws -> Int {
+        var purged = 0
+        while true {
+            let now = self.now()
+            let count = try await database.transaction {
+                try await store.purgeClosed(before: now - settings.closedRetention, now: now, limit: batch, on: $0)
+            }
+            purged += count
+            if count < batch { return purged }
+        }
+    }
+
     /// orders.events, once per service (inbox): keep rooms in step with orders; close them with a system message.
     package func project(_ event: DecodedEvent, on connection: PostgresConnection) async throws {
         switch event.payload {
@@ -135,7 +149,7 @@ package struct ChatWorkflow: Sendable {
     {
         guard
             let message = try await store.close(
-                orderId: orderId, customerId: customerId, reason: reason, on: connection)
+                orderId: orderId, customerId: customerId, reason: reason, now: now(), on: connection)
         else { return }
         try await outbox.enqueue(
             ChatClosed(orderId: orderId, reason: reason, closedAt: message.sentAt), aggregateId: orderId,

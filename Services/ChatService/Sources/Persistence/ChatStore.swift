@@ -42,15 +42,14 @@ package struct ChatStore: Sendable {
         return previous
     }
 
-    /// Closes the room with a system message; nil if it was already closed (or never existed).
-    package func close(orderId: String, customerId: String, reason: String, on connection: PostgresConnection)
-        async throws
-        -> ChatMessageView?
-    {
+    /// Closes the room at `now` with a system message; nil if it was already closed (or never existed).
+    package func close(
+        orderId: String, customerId: String, reason: String, now: Date, on connection: PostgresConnection
+    ) async throws -> ChatMessageView? {
         try await openRoom(orderId: orderId, customerId: customerId, on: connection)
         let rows = try await connection.query(
             """
-            UPDATE chat_rooms SET status = 'closed', closed_reason = \(reason), closed_at = now(), updated_at = now()
+            UPDATE chat_rooms SET status = 'closed', closed_reason = \(reason), closed_at = \(now), updated_at = now()
             WHERE order_id = \(orderId) AND status <> 'closed' RETURNING order_id
             """, logger: logger
         )
@@ -135,6 +134,29 @@ package struct ChatStore: Sendable {
             sentAt: row.6,
             clientMessageId: row.7
         )
+    }
+
+    /// Deletes the messages of up to `limit` rooms closed before `cutoff` and not purged yet, and the rider's name;
+    /// returns how many rooms it purged.
+    package func purgeClosed(before cutoff: Date, now: Date, limit: Int, on connection: PostgresConnection)
+        async throws -> Int
+    {
+        let rows = try await connection.query(
+            """
+            WITH due AS (
+                SELECT order_id FROM chat_rooms
+                WHERE status = 'closed' AND purged_at IS NULL AND closed_at < \(cutoff)
+                ORDER BY closed_at LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            ), deleted AS (
+                DELETE FROM chat_messages WHERE order_id IN (SELECT order_id FROM due)
+            )
+            UPDATE chat_rooms SET purged_at = \(now), rider_name = NULL, updated_at = now()
+            WHERE order_id IN (SELECT order_id FROM due) RETURNING order_id
+            """, logger: logger
+        )
+        var purged = 0
+        for try await _ in rows { purged += 1 }
+        return purged
     }
 }
 
