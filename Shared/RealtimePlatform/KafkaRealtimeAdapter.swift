@@ -7,6 +7,11 @@ import Realtime
 /// The Kafka-backed adapter: every instance publishes to one topic and consumes all of it under a consumer
 /// group of its own (so each instance sees every broadcast), starting from the latest offset.
 package struct KafkaRealtimeAdapter: RealtimeAdapter {
+    /// How long the broker keeps a broadcast (its topic's `retention.ms`, set when the topic is created): instances
+    /// read from the latest offset, so nothing older is ever read, and positions in `location` emits must not be
+    /// kept (US-072).
+    package static let retention: Duration = .seconds(60)
+
     package let topic: String
     private let producer: KafkaProducer
     private let consumer: KafkaConsumerConfiguration

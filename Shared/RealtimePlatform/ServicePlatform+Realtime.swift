@@ -87,7 +87,8 @@ extension ServicePlatform {
             try await KafkaAdmin.createTopics(
                 [
                     KafkaTopicSpecification(
-                        name: topic, partitions: 1, replicationFactor: configuration.kafka.topicReplicationFactor)
+                        name: topic, partitions: 1, replicationFactor: configuration.kafka.topicReplicationFactor,
+                        configs: ["retention.ms": String(KafkaRealtimeAdapter.retention.milliseconds)])
                 ],
                 client: client, timeout: .seconds(5), logger: logger
             )

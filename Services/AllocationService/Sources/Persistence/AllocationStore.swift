@@ -198,7 +198,8 @@ struct AllocationStore: Sendable {
         try await connection.query(
             """
             INSERT INTO riders (rider_id, name, status) VALUES (\(rider.id), \(rider.name), \(RiderStatus.offline))
-            ON CONFLICT (rider_id) DO UPDATE SET status = excluded.status, offline_reason = NULL, updated_at = now()
+            ON CONFLICT (rider_id) DO UPDATE SET status = excluded.status, offline_reason = NULL,
+                \(unescaped: Self.forgetPosition), updated_at = now()
             """, logger: logger
         )
     }
@@ -218,6 +219,7 @@ struct AllocationStore: Sendable {
         try await connection.query(
             """
             UPDATE riders SET status = \(status), offline_reason = \(reason), updated_at = now()
+                   \(unescaped: status == .offline ? ", " + Self.forgetPosition : "")
             WHERE rider_id = \(riderId) AND status = \(RiderStatus.offered)
             """, logger: logger
         )
@@ -229,7 +231,7 @@ struct AllocationStore: Sendable {
         let rows = try await connection.query(
             """
             UPDATE riders SET status = \(RiderStatus.offline), offline_reason = \(OfflineReason.noPreciseLocation),
-                   updated_at = now()
+                   \(unescaped: Self.forgetPosition), updated_at = now()
             WHERE rider_id IN (
                 SELECT rider_id FROM riders
                 WHERE status = \(RiderStatus.online) AND (location_recorded_at IS NULL OR location_recorded_at < \(cutoff))
@@ -266,13 +268,16 @@ struct AllocationStore: Sendable {
         return riders
     }
 
-    /// Moves the rider to a newer position; an older one is ignored.
+    /// An Offline rider's position is not kept (US-072: positions are ephemeral).
+    private static let forgetPosition = "lat = NULL, lng = NULL, accuracy_meters = NULL, location_recorded_at = NULL"
+
+    /// Moves an Online (or busy) rider to a newer position; an older one, or one of an Offline rider, is ignored.
     func move(_ position: PositionUpdated, on connection: PostgresConnection) async throws {
         try await connection.query(
             """
             UPDATE riders SET lat = \(position.lat), lng = \(position.lng), accuracy_meters = \(position.accuracyMeters),
                    location_recorded_at = \(position.recordedAt), updated_at = now()
-            WHERE rider_id = \(position.courierId)
+            WHERE rider_id = \(position.courierId) AND status <> \(RiderStatus.offline)
               AND (location_recorded_at IS NULL OR location_recorded_at < \(position.recordedAt))
             """, logger: logger
         )
