@@ -190,16 +190,29 @@ struct EngineIOConformanceTests {
 
     // MARK: close
 
-    @Test("HTTP long-polling: a close packet answers the waiting poll with noop and ends the session")
+    @Test("HTTP long-polling: a close packet sent alongside a poll answers the poll with noop and ends the session")
     func pollingClose() async throws {
         try await ConformanceFixture.run(path: "/engine.io") { server in
+            // As the suite sends them: the poll and the close at once, whichever the server sees first.
             let sid = try await server.openPollingSession()
             async let poll = server.get(server.pollingURL("&sid=\(sid)"))
-            try await Task.sleep(for: .milliseconds(20))
-            #expect(try await server.post(server.pollingURL("&sid=\(sid)"), "1").status == 200)
-            let answer = try await poll
+            async let close = server.post(server.pollingURL("&sid=\(sid)"), "1")
+            let (answer, closed) = try await (poll, close)
+            #expect(closed.status == 200)
             #expect(answer.status == 200)
             #expect(answer.body == "6")
+            #expect(try await server.get(server.pollingURL("&sid=\(sid)")).status == 400)
+        }
+    }
+
+    @Test("HTTP long-polling: a poll that arrives just after the close packet gets the noop once, then 400")
+    func pollingCloseBeforePoll() async throws {
+        try await ConformanceFixture.run(path: "/engine.io") { server in
+            let sid = try await server.openPollingSession()
+            #expect(try await server.post(server.pollingURL("&sid=\(sid)"), "1").status == 200)
+            let late = try await server.get(server.pollingURL("&sid=\(sid)"))
+            #expect(late.status == 200)
+            #expect(late.body == "6")
             #expect(try await server.get(server.pollingURL("&sid=\(sid)")).status == 400)
         }
     }
@@ -234,7 +247,8 @@ struct EngineIOConformanceTests {
         }
     }
 
-    @Test("after the upgrade, HTTP requests and a second WebSocket with the same sid are refused")
+    @Test(
+        "after the upgrade, HTTP requests and a second WebSocket with the same sid are refused")
     func upgradeExclusive() async throws {
         try await ConformanceFixture.run(path: "/engine.io") { server in
             let sid = try await server.openPollingSession()

@@ -46,6 +46,9 @@ extension EngineServer {
             }
         }
         guard let session = sessions.withLock({ $0.byId[sid] }) else {
+            if request.method == .get, takeOwedNoop(sid: sid) {
+                return Self.text(EnginePacket.encodePayload([EnginePacket(.noop)]))
+            }
             return Self.error(.badRequest, code: 1, "Session ID unknown")
         }
         switch request.method {

@@ -57,7 +57,13 @@ package final class EngineServer: Service, Sendable {
         var byId: [String: EngineSession] = [:]
         /// Open sessions per client address (addresses with none are removed).
         var perAddress: [String: Int] = [:]
+        /// Sessions a client closed with a poll on its way, which is answered with a noop if it comes within
+        /// `owedNoopWindow` (oldest first; at most `owedNoopLimit`).
+        var owedNoops: [(sid: String, until: ContinuousClock.Instant)] = []
     }
+
+    static let owedNoopWindow: Duration = .seconds(5)
+    static let owedNoopLimit = 10_000
 
     let sessions = Mutex(Sessions())
     let started: AsyncStream<EngineSession>
@@ -143,12 +149,31 @@ package final class EngineServer: Service, Sendable {
     }
 
     func remove(_ session: EngineSession) {
+        let owesNoop = session.takeOwedCloseNoop()
         sessions.withLock { sessions in
+            if owesNoop {
+                let now = ContinuousClock.now
+                sessions.owedNoops.removeAll { $0.until < now }
+                if sessions.owedNoops.count >= Self.owedNoopLimit { sessions.owedNoops.removeFirst() }
+                sessions.owedNoops.append((session.id, now + Self.owedNoopWindow))
+            }
             guard sessions.byId.removeValue(forKey: session.id) != nil, let address = session.clientAddress,
                 configuration.maxSessionsPerAddress != nil
             else { return }
             sessions.perAddress[address, default: 1] -= 1
             if sessions.perAddress[address] == 0 { sessions.perAddress.removeValue(forKey: address) }
+        }
+    }
+
+    /// Whether a poll for `sid`, a session that is gone, is owed a noop (true once).
+    func takeOwedNoop(sid: String) -> Bool {
+        sessions.withLock { sessions in
+            let now = ContinuousClock.now
+            guard let index = sessions.owedNoops.firstIndex(where: { $0.sid == sid && $0.until >= now }) else {
+                return false
+            }
+            sessions.owedNoops.remove(at: index)
+            return true
         }
     }
 

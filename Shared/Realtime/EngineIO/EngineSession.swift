@@ -84,6 +84,9 @@ package final class EngineSession: Sendable {
         var connectTimer: Scheduled<Void>?
         var closeHandlers: [@Sendable () -> Void] = []
         var claimed = false
+        /// The client closed the session (a close packet) while no poll was waiting: the poll it sent alongside,
+        /// arriving just after, is answered with a noop once, as if it had been waiting ("forcefully closes").
+        var owesCloseNoop = false
 
         /// Takes the whole queue (its bytes stay pending when `stillPending`, until the writer reports them written).
         mutating func takeQueue(stillPending: Bool) -> [EnginePacket] {
@@ -211,7 +214,10 @@ package final class EngineSession: Sendable {
     func poll() async -> PollResult {
         await withCheckedContinuation { continuation in
             let immediate = state.withLock { state -> PollResult? in
-                guard state.closeReason == nil else { return .gone }
+                guard state.closeReason == nil else {
+                    defer { state.owesCloseNoop = false }
+                    return state.owesCloseNoop ? .packets([EnginePacket(.noop)]) : .gone
+                }
                 if state.pollWaiter != nil { return .duplicate }
                 if state.upgrade == .probing { return .packets([EnginePacket(.noop)]) }
                 if case .webSocket = state.transport { return .gone }
@@ -226,6 +232,14 @@ package final class EngineSession: Sendable {
                 }
                 continuation.resume(returning: immediate)
             }
+        }
+    }
+
+    /// Whether a poll arriving after the session is gone is owed a noop (see `owesCloseNoop`); true once.
+    func takeOwedCloseNoop() -> Bool {
+        state.withLock { state in
+            defer { state.owesCloseNoop = false }
+            return state.owesCloseNoop
         }
     }
 
@@ -280,6 +294,9 @@ package final class EngineSession: Sendable {
                 waiters: state.closeWaiters, poll: state.pollWaiter, writer: state.writerWaiter,
                 timers: [state.heartbeatTimer, state.connectTimer].compactMap { $0 }, handlers: state.closeHandlers
             )
+            if reason == .clientClose, state.pollWaiter == nil, case .polling = state.transport {
+                state.owesCloseNoop = true
+            }
             state.closeWaiters.removeAll()
             state.closeHandlers.removeAll()
             state.pollWaiter = nil
