@@ -51,6 +51,9 @@ package struct ErrorCode: StringVocabulary {
     package static let offerRescinded: ErrorCode = "OFFER_RESCINDED"
     package static let offerNotPending: ErrorCode = "OFFER_NOT_PENDING"
     package static let riderOnDelivery: ErrorCode = "RIDER_ON_DELIVERY"
+    package static let orderNotReassignable: ErrorCode = "ORDER_NOT_REASSIGNABLE"
+    package static let riderNotAvailable: ErrorCode = "RIDER_NOT_AVAILABLE"
+    package static let noRiderAssigned: ErrorCode = "NO_RIDER_ASSIGNED"
 }
 
 /// A typed, extensible vocabulary of strings (error codes, push kinds): the system's words are static members, a

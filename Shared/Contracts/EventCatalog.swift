@@ -5,10 +5,12 @@ package enum EventCatalog {
     /// All payload types; a new event is added here and nowhere else.
     package static let payloadTypes: [any EventPayload.Type] = [
         OrderCreated.self, OrderAccepted.self, OrderReadyForPickup.self, RiderAssigned.self, RiderReassigned.self,
+        RiderUnassigned.self,
         RiderAssignmentRefused.self, RiderArrivedAtStore.self, OrderPickedUp.self, OrderDelivered.self,
         OrderCancelled.self, ServiceRequestCreated.self, ServiceRequestAssigned.self,
         ServiceRequestStatusChanged.self,
-        OfferSent.self, OfferAccepted.self, OfferRejected.self, AllocationFailed.self,
+        OfferSent.self, OfferAccepted.self, OfferRejected.self, OperatorAssignedRider.self,
+        OperatorReleasedOrder.self, AllocationFailed.self,
         PositionUpdated.self, TrackingStarted.self, TrackingStopped.self,
         ChatMessageSent.self, ChatClosed.self,
         PushRequested.self, PushSent.self, PushFailed.self,

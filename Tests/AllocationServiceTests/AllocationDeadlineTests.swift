@@ -22,6 +22,8 @@ struct AllocationDeadlineTests {
             case .rescinded(let riderId, _, _): "rescinded for \(riderId)"
             case .orderCancelled(let riderId, _): "order cancelled for \(riderId)"
             case .wentOffline(let riderId, let reason): "offline (\(reason.rawValue)) for \(riderId)"
+            case .assigned(let riderId, _): "assigned to \(riderId)"
+            case .unassigned(let riderId, _): "unassigned from \(riderId)"
             }
         }
     }
@@ -51,30 +53,10 @@ struct AllocationDeadlineTests {
     )
     func deadlines() async throws {
         try await Self.withWorkflow { database, workflow, clock in
-            let spot = TestSpot()
             let near = PersonRef(id: uniqueName("near"), name: "Near")
             let far = PersonRef(id: uniqueName("far"), name: "Far")
-            for (rider, kilometres) in [(near, 1.0), (far, 2.0)] {
-                let point = spot.north(kilometres)
-                let fix = RiderLocation(lat: point.lat, lng: point.lng, accuracyMeters: 5, recordedAt: clock.now())
-                _ = try await database.transaction {
-                    try await workflow.setAvailability(rider: rider, online: true, location: fix, on: $0)
-                }
-            }
-            let orderId = UUID().uuidString.lowercased()
-            let vendor = VendorRef(
-                id: "vendor-1", name: "Spice Route",
-                address: Address(line1: "12 MG Road", area: "Indiranagar", lat: spot.lat, lng: spot.lng))
-            let ready = try EventCatalog.decode(
-                ContractCoding.encode(
-                    EventEnvelope(
-                        aggregateId: orderId,
-                        payload: OrderReadyForPickup(
-                            orderId: orderId, customerId: "customer-1", vendor: vendor, deliveryArea: "Koramangala",
-                            deliveryLocation: GeoPoint(lat: spot.north(-3).lat, lng: spot.lng), totalAmount: 10))))
-            let offered = try await database.transaction { try await workflow.apply(orderEvent: ready, on: $0) }
-            #expect(Self.describe(offered) == ["offer to \(near.id)"])
-            let nearOffer = try #require(Self.offerId(offered))
+            let (orderId, nearOffer) = try await AllocationOperatorTests.readyOrder(
+                riders: [near, far], database: database, workflow: workflow, clock: clock)
             _ = try await database.transaction { try await workflow.received(nearOffer, riderId: near.id, on: $0) }
 
             clock.advance(by: .milliseconds(59_999))

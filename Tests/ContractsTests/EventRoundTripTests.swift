@@ -27,7 +27,9 @@ struct EventRoundTripTests {
         RiderReassigned(
             orderId: "o-1", customerId: "c-1", vendorId: "v-1", offerId: nil, rider: rider, previousRiderId: "r-0"
         ),
+        RiderUnassigned(orderId: "o-1", customerId: "c-1", vendorId: "v-1", previousRiderId: "r-0"),
         RiderAssignmentRefused(orderId: "o-1", offerId: "of-1", riderId: "r-1", orderStatus: "Cancelled"),
+        RiderAssignmentRefused(orderId: "o-1", offerId: nil, riderId: "r-2", orderStatus: "InTransit"),
         RiderArrivedAtStore(orderId: "o-1", customerId: "c-1", vendorId: "v-1", riderId: "r-1"),
         OrderPickedUp(
             orderId: "o-1", customerId: "c-1", vendor: vendor, rider: rider, destination: home, pickedUpAt: date),
@@ -45,6 +47,8 @@ struct EventRoundTripTests {
         OfferSent(offerId: "of-1", orderId: "o-1", riderId: "r-1", expiresAt: date),
         OfferAccepted(offerId: "of-1", orderId: "o-1", rider: rider),
         OfferRejected(offerId: "of-1", orderId: "o-1", riderId: "r-1", reason: .timedOut),
+        OperatorAssignedRider(orderId: "o-1", rider: rider, operatorId: "admin-1"),
+        OperatorReleasedOrder(orderId: "o-1", riderId: "r-1", operatorId: "admin-1"),
         AllocationFailed(orderId: "o-1", attempt: 2, reason: "no rider within 5 km", nextAttemptAt: date),
         PositionUpdated(
             courierId: "r-1", role: .rider, lat: 12.9, lng: 77.6, accuracyMeters: 8, headingDegrees: 90, speedMps: nil,

@@ -49,6 +49,7 @@ struct OrderRulesTests {
             (.uploadProofPhoto, assignedRider, [.inTransit]),
             (.cancel, admin, [.pendingVendorAcceptance, .preparing, .readyForPickup, .inTransit]),
             (.assignRider(PersonRef(id: "r9", name: "N")), nil, [.preparing, .readyForPickup]),
+            (.unassignRider, nil, [.preparing, .readyForPickup]),
         ]
     )
     func statesOfEachAction(action: OrderAction, actor: OrderActor?, allowed: [OrderStatus]) {
@@ -147,6 +148,16 @@ struct OrderRulesTests {
         #expect(reassigned.rider?.id == "r2")
         #expect(!reassigned.riderArrived)
         #expect(try OrderRules.apply(.assignRider(Self.rider), to: order, by: nil) == order)
+    }
+
+    @Test("an operator's release leaves the order without a rider, arrival reset, until allocation finds one")
+    func release() throws {
+        let order = Self.order(.readyForPickup, rider: Self.rider, arrived: true)
+        let released = try OrderRules.apply(.unassignRider, to: order, by: nil)
+        #expect(released.rider == nil && !released.riderArrived && released.status == .readyForPickup)
+        #expect(throws: OrderRuleViolation.notAssignedRider) {
+            try OrderRules.apply(.arrive, to: released, by: Self.assignedRider)
+        }
     }
 }
 

@@ -264,3 +264,98 @@ def test_CUS_032_AC_007_quick_reply_is_sent_to_the_rider(cast):
         rider_only = cast.rider.call("GET", "/v1/chat/quick-replies")["replies"][0]["id"]
         assert rider_only not in by_id
         assert error_code(send(customer, order.id, quick_reply_id=rider_only)) == "VALIDATION_FAILED"
+
+
+def reassign(admin, order_id, rider_id):
+    return admin.call("POST", f"/v1/allocations/{order_id}/reassign", expect=202, json={"riderId": rider_id})
+
+
+def test_CUS_032_8_2_an_operator_reassigns_the_order_and_chat_and_tracking_follow_the_new_rider(cast):
+    """Operations give an order not yet picked up to another rider: the new rider is told and holds it, the order
+    names them, the previous rider loses the chat room at once (`access_revoked`), is told (`order_unassigned`) and
+    is Online again; the new rider chats with the customer, picks up, and the map follows the new rider."""
+    order = AssignedOrder(cast)
+    first, second = cast.rider, cast.second_rider
+    first_chat, customer_chat = chat_socket(first), chat_socket(cast.customer)
+    second_offers = second.socket("rider", ["offer", "order_assigned"])
+    second_chat = chat_socket(second)
+    try:
+        join_when_open(first_chat, order.id)
+        join_when_open(customer_chat, order.id)
+        go_online(second, cast.spot, north_km=0.6)
+
+        assert cast.customer.refusal("POST", f"/v1/allocations/{order.id}/reassign",
+                                     json={"riderId": second.id}) == (403, "FORBIDDEN")
+        assert cast.admin.refusal("POST", f"/v1/allocations/{order.id}/reassign",
+                                  json={"riderId": f"nobody-{uuid.uuid4().hex[:8]}"}) == (409, "RIDER_NOT_AVAILABLE")
+        assert cast.admin.refusal("POST", f"/v1/allocations/{uuid.uuid4()}/reassign",
+                                  json={"riderId": second.id}) == (404, "NOT_FOUND")
+        decision = reassign(cast.admin, order.id, second.id)
+        assert (decision["riderId"], decision["previousRiderId"], decision["status"]) == (
+            second.id, first.id, "assigned")
+
+        assert second_offers.wait_for("order_assigned")[0]["orderId"] == order.id
+        until(lambda: cast.customer.call("GET", f"/v1/orders/{order.id}")["rider"]["id"] == second.id,
+              "the order to name the new rider")
+        assert first_chat.wait_for("access_revoked")[0]["orderId"] == order.id
+        unassigned = order.offers.wait_for("order_unassigned")[0]
+        assert unassigned["orderId"] == order.id and "re-assigned" in unassigned["message"]
+        assert error_code(send(first_chat, order.id, "Still coming?")) == "FORBIDDEN"
+        assert first.refusal("POST", f"/v1/orders/{order.id}/arrived") == (403, "NOT_ASSIGNED_RIDER")
+        until(lambda: first.call("GET", "/v1/riders/me")["status"] == "online", "the previous rider to be free")
+        me = second.call("GET", "/v1/riders/me")
+        assert (me["status"], me["currentOrderId"]) == ("delivering", order.id)
+
+        joined = join_when_open(second_chat, order.id)
+        assert joined["rider"] == {"id": second.id, "name": second.name}
+        assert send(customer_chat, order.id, "New rider? The gate code is 4321.")["status"] == "sent"
+        assert second_chat.wait_for("message")[0]["text"] == "New rider? The gate code is 4321."
+
+        second.call("POST", f"/v1/orders/{order.id}/arrived")
+        picked = second.call("POST", f"/v1/orders/{order.id}/pickup", headers={"Idempotency-Key": str(uuid.uuid4())})
+        assert picked["status"] == "InTransit" and picked["rider"]["id"] == second.id
+        # Allocation learns of the pickup from orders.events; from then on the order keeps its rider.
+        until(lambda: cast.admin.call("GET", f"/v1/allocations/{order.id}")["status"] == "in_transit",
+              "allocation to see the pickup")
+        assert cast.admin.refusal("POST", f"/v1/allocations/{order.id}/reassign",
+                                  json={"riderId": first.id}) == (409, "ORDER_NOT_REASSIGNABLE")
+        assert cast.admin.refusal("POST", f"/v1/allocations/{order.id}/release") == (409, "ORDER_NOT_REASSIGNABLE")
+        until(lambda: cast.customer.request("GET", f"/v1/tracking/{order.id}").status_code == 200, "tracking")
+        fix = cast.spot.fix(north_km=0.3, east_km=0.2)
+        first.call("POST", "/v1/couriers/me/positions", json={"positions": [cast.spot.fix(north_km=0.9)]})
+        assert second.call("POST", "/v1/couriers/me/positions", json={"positions": [fix]})["results"] == ["applied"]
+        shown = until(lambda: cast.customer.call("GET", f"/v1/tracking/{order.id}").get("lastLocation"),
+                      "the new rider on the map")
+        assert (shown["lat"], shown["lng"]) == (fix["lat"], fix["lng"])
+    finally:
+        for client in (first_chat, customer_chat, second_offers, second_chat, order):
+            client.close()
+
+
+def test_CUS_032_8_2_an_operator_releases_the_order_back_to_allocation(cast):
+    """Operations take an order from its rider before pickup: the rider is told and free, loses the chat, the
+    order has no rider (the customer's chat waits for the next one), and the next rider is offered it at once."""
+    order = AssignedOrder(cast)
+    first, second = cast.rider, cast.second_rider
+    first_chat = chat_socket(first)
+    second_offers = second.socket("rider", ["offer"])
+    try:
+        join_when_open(first_chat, order.id)
+        go_online(second, cast.spot, north_km=0.6)
+        decision = cast.admin.call("POST", f"/v1/allocations/{order.id}/release", expect=202)
+        assert (decision.get("riderId"), decision["previousRiderId"]) == (None, first.id)
+
+        assert order.offers.wait_for("order_unassigned")[0]["orderId"] == order.id
+        assert first_chat.wait_for("access_revoked")[0]["orderId"] == order.id
+        until(lambda: cast.customer.call("GET", f"/v1/orders/{order.id}").get("rider") is None, "the rider to go")
+        assert first.call("GET", "/v1/riders/me")["status"] == "online"
+        assert cast.admin.refusal("POST", f"/v1/allocations/{order.id}/release") == (409, "NO_RIDER_ASSIGNED")
+
+        offer = gateway_kit.offer_for(second, second_offers, order.id)
+        second.call("POST", f"/v1/offers/{offer['offerId']}/accept")
+        until(lambda: (cast.customer.call("GET", f"/v1/orders/{order.id}").get("rider") or {}).get("id") == second.id,
+              "the next rider to be assigned")
+        assert first.refusal("POST", f"/v1/orders/{order.id}/arrived") == (403, "NOT_ASSIGNED_RIDER")
+    finally:
+        for client in (first_chat, second_offers, order):
+            client.close()

@@ -270,7 +270,8 @@ class AssignedOrder:
         self.order = place_order(cast, requires_photo_proof)
         self.id = self.order["id"]
         cast.vendor.call("POST", f"/v1/orders/{self.id}/accept")
-        self.offers = cast.rider.socket("rider", ["offer", "offer_expired", "offer_rescinded", "order_cancelled"])
+        self.offers = cast.rider.socket(
+            "rider", ["offer", "offer_expired", "offer_rescinded", "order_cancelled", "order_unassigned"])
         go_online(cast.rider, cast.spot)
         cast.vendor.call("POST", f"/v1/orders/{self.id}/ready")
         self.offer = offer_for(cast.rider, self.offers, self.id)

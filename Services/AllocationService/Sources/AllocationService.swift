@@ -104,6 +104,12 @@ struct RiderNotifier: Sendable {
         var message = AllocationRules.cancellationMessage
     }
 
+    /// `order_assigned` and `order_unassigned`: an operator gave the rider an order, or took it away.
+    struct OrderChanged: Codable, Sendable {
+        var orderId: String
+        var message: String
+    }
+
     func after(_ notices: [RiderNotice]) async {
         for notice in notices {
             switch notice {
@@ -118,6 +124,14 @@ struct RiderNotifier: Sendable {
             case .wentOffline(let riderId, let reason):
                 await namespace.emit(
                     "went_offline", WentOffline(reason: reason, message: reason.message(settings: workflow.settings)),
+                    toUser: riderId)
+            case .assigned(let riderId, let orderId):
+                await namespace.emit(
+                    "order_assigned", OrderChanged(orderId: orderId, message: AllocationRules.assignedMessage),
+                    toUser: riderId)
+            case .unassigned(let riderId, let orderId):
+                await namespace.emit(
+                    "order_unassigned", OrderChanged(orderId: orderId, message: AllocationRules.unassignedMessage),
                     toUser: riderId)
             }
         }

@@ -54,6 +54,36 @@ package struct OfferRejected: EventPayload {
     }
 }
 
+/// An operator (admin) gave the order to `rider` (CUS-032 8.2): Order assigns them in place of any rider it
+/// has (RiderReassigned) or refuses (RiderAssignmentRefused), as for an accepted offer.
+package struct OperatorAssignedRider: EventPayload {
+    package static let eventType = "OperatorAssignedRider"
+    package static let topic = Topic.allocationEvents
+    package var orderId: String
+    package var rider: PersonRef
+    package var operatorId: String
+    package init(orderId: String, rider: PersonRef, operatorId: String) {
+        self.orderId = orderId
+        self.rider = rider
+        self.operatorId = operatorId
+    }
+}
+
+/// An operator (admin) took the order away from its rider and back to allocation: Order unassigns the rider
+/// (RiderUnassigned) while allocation offers the order again.
+package struct OperatorReleasedOrder: EventPayload {
+    package static let eventType = "OperatorReleasedOrder"
+    package static let topic = Topic.allocationEvents
+    package var orderId: String
+    package var riderId: String
+    package var operatorId: String
+    package init(orderId: String, riderId: String, operatorId: String) {
+        self.orderId = orderId
+        self.riderId = riderId
+        self.operatorId = operatorId
+    }
+}
+
 /// Nobody eligible took the order this round; Allocation tries again at `nextAttemptAt`.
 package struct AllocationFailed: EventPayload {
     package static let eventType = "AllocationFailed"

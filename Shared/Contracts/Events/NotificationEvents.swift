@@ -22,6 +22,10 @@ package struct PushKind: StringVocabulary {
     package static let riderOffline: PushKind = "rider_offline"
     /// The order a rider was delivering was cancelled (allocation).
     package static let orderCancelled: PushKind = "order_cancelled"
+    /// An operator gave a rider an order (allocation).
+    package static let orderAssigned: PushKind = "order_assigned"
+    /// An operator took a rider's order away, to another rider or back to allocation (allocation).
+    package static let orderUnassigned: PushKind = "order_unassigned"
     /// A technician's travel mode switched itself off after the time limit (location).
     package static let travelModeOff: PushKind = "travel_mode_off"
 }

@@ -118,16 +118,34 @@ package struct RiderReassigned: EventPayload {
     }
 }
 
-/// Order refused an accepted offer (the order was cancelled or already has a rider): Allocation releases the rider.
+/// An operator took the order away from its rider before pickup; allocation looks for another.
+package struct RiderUnassigned: EventPayload {
+    package static let eventType = "RiderUnassigned"
+    package static let topic = Topic.ordersEvents
+    package var orderId: String
+    package var customerId: String
+    package var vendorId: String
+    package var previousRiderId: String
+    package init(orderId: String, customerId: String, vendorId: String, previousRiderId: String) {
+        self.orderId = orderId
+        self.customerId = customerId
+        self.vendorId = vendorId
+        self.previousRiderId = previousRiderId
+    }
+}
+
+/// Order refused an accepted offer or an operator's assignment (the order was cancelled or picked up): Allocation
+/// releases that rider.
 package struct RiderAssignmentRefused: EventPayload {
     package static let eventType = "RiderAssignmentRefused"
     package static let topic = Topic.ordersEvents
     package var orderId: String
-    package var offerId: String
+    /// The accepted offer; nil for an operator's assignment.
+    package var offerId: String?
     package var riderId: String
     /// The order's state when it refused, e.g. `Cancelled`.
     package var orderStatus: String
-    package init(orderId: String, offerId: String, riderId: String, orderStatus: String) {
+    package init(orderId: String, offerId: String?, riderId: String, orderStatus: String) {
         self.orderId = orderId
         self.offerId = offerId
         self.riderId = riderId

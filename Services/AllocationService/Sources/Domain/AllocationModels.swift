@@ -111,4 +111,8 @@ package enum RiderNotice: Sendable {
     case orderCancelled(riderId: String, orderId: String)
     /// The system took the rider Offline.
     case wentOffline(riderId: String, OfflineReason)
+    /// An operator gave the rider an order.
+    case assigned(riderId: String, orderId: String)
+    /// The rider's order was taken away before pickup (re-assigned, or released back to allocation).
+    case unassigned(riderId: String, orderId: String)
 }

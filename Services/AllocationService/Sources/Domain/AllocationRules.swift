@@ -50,6 +50,8 @@ package enum AllocationStatus: String, Codable, Sendable {
     /// Nobody was eligible; tried again at `next_attempt_at`.
     case waiting
     case assigned
+    /// Picked up by its rider: no longer re-assignable.
+    case inTransit = "in_transit"
     case cancelled
     case completed
 }
@@ -68,6 +70,14 @@ package enum AllocationRuleViolation: Error, Equatable, Sendable {
     case riderOnDelivery(orderId: String?)
     /// Going online needs a precise, fresh fix (RDR-020).
     case preciseLocationRequired(accuracyMeters: Double, maxAgeSeconds: Int64)
+    /// Allocation has not seen the order (it is not ready for pickup yet, or does not exist).
+    case allocationNotFound(orderId: String)
+    /// An operator cannot re-assign or release an order that was picked up or ended.
+    case notReassignable(AllocationStatus)
+    /// An operator can give an order only to an Online rider who holds no offer or order.
+    case riderNotAvailable(riderId: String, RiderStatus?)
+    /// An operator can release only an order that has a rider.
+    case noRiderAssigned
 }
 
 /// What an offer promises the rider, decided when it is made.
@@ -180,6 +190,46 @@ package enum AllocationRules {
         PushRequested(
             notificationId: "order-cancelled-\(orderId)-\(riderId)", userId: riderId, kind: .orderCancelled,
             title: "Order cancelled", body: cancellationMessage,
+            data: ["link": "app://orders/\(orderId)", "orderId": orderId], priority: .high,
+            collapseKey: "order-\(orderId)", ttlSeconds: 3600, correlationId: orderId
+        )
+    }
+
+    /// An operator may re-assign an order to `riderStatus`'s rider, or release it, only before pickup; the
+    /// rider must be Online and free.
+    package static func requireReassignable(_ allocation: AllocationStatus) throws(AllocationRuleViolation) {
+        switch allocation {
+        case .searching, .waiting, .assigned: return
+        case .inTransit, .cancelled, .completed: throw .notReassignable(allocation)
+        }
+    }
+
+    /// The rider an operator assigns must be Online, holding no offer and no order.
+    package static func requireAvailable(riderId: String, _ status: RiderStatus?) throws(AllocationRuleViolation) {
+        guard status == .online else { throw .riderNotAvailable(riderId: riderId, status) }
+    }
+
+    /// What a rider is told when an operator gives them an order.
+    package static let assignedMessage = "Operations assigned you a delivery. Open it to see the pickup."
+
+    /// What a rider is told when their order is taken away from them before pickup.
+    package static let unassignedMessage = "This delivery was re-assigned by operations. You don't need to pick it up."
+
+    /// The push that tells a rider without a live socket that an operator gave them an order.
+    package static func assignedPush(orderId: String, riderId: String) -> PushRequested {
+        PushRequested(
+            notificationId: "order-assigned-\(orderId)-\(riderId)", userId: riderId, kind: .orderAssigned,
+            title: "New delivery assigned", body: assignedMessage,
+            data: ["link": "app://orders/\(orderId)", "orderId": orderId], priority: .high,
+            collapseKey: "order-\(orderId)", ttlSeconds: 3600, correlationId: orderId
+        )
+    }
+
+    /// The push that tells a rider without a live socket that their order was taken away.
+    package static func unassignedPush(orderId: String, riderId: String, at now: Date) -> PushRequested {
+        PushRequested(
+            notificationId: "order-unassigned-\(orderId)-\(riderId)-\(Int(now.timeIntervalSince1970))",
+            userId: riderId, kind: .orderUnassigned, title: "Delivery re-assigned", body: unassignedMessage,
             data: ["link": "app://orders/\(orderId)", "orderId": orderId], priority: .high,
             collapseKey: "order-\(orderId)", ttlSeconds: 3600, correlationId: orderId
         )

@@ -40,7 +40,13 @@ package struct AllocationWorkflow: Sendable {
         case let cancelled as OrderCancelled:
             return try await self.cancelled(cancelled, on: connection)
         case let refused as RiderAssignmentRefused:
-            try await release(orderId: refused.orderId, as: .cancelled, on: connection)
+            return try await self.refused(refused, on: connection)
+        case let pickedUp as OrderPickedUp:
+            return try await self.pickedUp(orderId: pickedUp.orderId, on: connection)
+        case let reassigned as RiderReassigned:
+            return try await takenAway(from: reassigned.previousRiderId, orderId: reassigned.orderId, on: connection)
+        case let unassigned as RiderUnassigned:
+            return try await takenAway(from: unassigned.previousRiderId, orderId: unassigned.orderId, on: connection)
         case let delivered as OrderDelivered:
             try await release(orderId: delivered.orderId, as: .completed, on: connection)
         default:
@@ -156,7 +162,7 @@ package struct AllocationWorkflow: Sendable {
     }
 
     /// Ends a pending offer with `reason`, frees the rider (`riderBecomes`), and announces OfferRejected.
-    private func close(
+    func close(
         _ offer: DueOffer, as reason: OfferRejectionReason, riderBecomes riderStatus: RiderStatus,
         offlineReason: OfflineReason? = nil, on connection: PostgresConnection
     ) async throws {
@@ -262,26 +268,41 @@ package struct AllocationWorkflow: Sendable {
     /// The order was cancelled: a pending offer is rescinded, an assigned rider released.
     func cancelled(_ cancelled: OrderCancelled, on connection: PostgresConnection) async throws -> [RiderNotice] {
         let orderId = cancelled.orderId
+        var notices = try await rescindOffers(ofOrder: orderId, on: connection)
+        let released = try await store.releaseRider(of: orderId, on: connection)
+        try await store.endAllocation(orderId, status: .cancelled, on: connection)
+        for riderId in released {
+            // RDR-016 AC-004: the rider learns it at once, on their socket or by push.
+            notices.append(
+                try await tell(
+                    .orderCancelled(riderId: riderId, orderId: orderId),
+                    orElsePush: AllocationRules.cancellationPush(orderId: orderId, riderId: riderId), on: connection))
+        }
+        return notices
+    }
+
+    /// Rescinds the order's pending offer, if any: the rider is Online again and told.
+    func rescindOffers(ofOrder orderId: String, on connection: PostgresConnection) async throws -> [RiderNotice] {
         var notices: [RiderNotice] = []
         for offer in try await store.pendingOffers(ofOrder: orderId, on: connection) {
             try await close(offer, as: .rescinded, riderBecomes: .online, on: connection)
             notices.append(
                 .rescinded(riderId: offer.riderId, offerId: offer.offerId.uuidString.lowercased(), orderId: orderId))
         }
-        let released = try await store.releaseRider(of: orderId, on: connection)
-        try await store.endAllocation(orderId, status: .cancelled, on: connection)
-        for riderId in released {
-            notices.append(.orderCancelled(riderId: riderId, orderId: orderId))
-            // A rider with a live socket is told there; one without learns it from the push (RDR-016 AC-004).
-            if try await !presence.isPresent(
-                userId: riderId, room: SocketPresence.anywhere, now: now(), on: connection)
-            {
-                try await outbox.enqueue(
-                    AllocationRules.cancellationPush(orderId: orderId, riderId: riderId), aggregateId: riderId,
-                    on: connection, logger: logger)
-            }
-        }
         return notices
+    }
+
+    /// Returns `notice` for the rider's live socket; a rider without one (or with the app in the background) gets
+    /// `push` too.
+    func tell(_ notice: RiderNotice, orElsePush push: PushRequested, on connection: PostgresConnection) async throws
+        -> RiderNotice
+    {
+        if try await !presence.isPresent(
+            userId: push.userId, room: SocketPresence.anywhere, now: now(), on: connection)
+        {
+            try await outbox.enqueue(push, aggregateId: push.userId, on: connection, logger: logger)
+        }
+        return notice
     }
 
     /// The order ended (delivered, or refused the rider): the rider is free again.

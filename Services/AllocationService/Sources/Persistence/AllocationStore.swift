@@ -18,6 +18,8 @@ struct AllocationRecord: Sendable {
     var delivery: GeoPoint
     var status: AllocationStatus
     var attempts: Int
+    /// The rider allocation gave the order to (an accepted offer or an operator's choice).
+    var riderId: String?
 }
 
 /// An offer as its rider answers it.
@@ -55,21 +57,25 @@ struct AllocationStore: Sendable {
         )
     }
 
-    func lockAllocation(_ orderId: String, on connection: PostgresConnection) async throws -> AllocationRecord? {
-        let rows = try await connection.query(
-            """
+    /// The order's allocation, locked unless `forUpdate` is false.
+    func lockAllocation(_ orderId: String, forUpdate: Bool = true, on connection: PostgresConnection) async throws
+        -> AllocationRecord?
+    {
+        var query: PostgresQuery = """
             SELECT vendor_name, vendor_address, vendor_lat, vendor_lng, delivery_area, delivery_lat, delivery_lng,
-                   status, attempts
-            FROM allocations WHERE order_id = \(orderId) FOR UPDATE
-            """, logger: logger
-        )
-        for try await (name, address, vendorLat, vendorLng, area, deliveryLat, deliveryLng, status, attempts)
-            in rows.decode((String, String, Double, Double, String, Double, Double, AllocationStatus, Int).self)
+                   status, attempts, rider_id
+            FROM allocations WHERE order_id = \(orderId)
+            """
+        if forUpdate { query.sql += " FOR UPDATE" }
+        let rows = try await connection.query(query, logger: logger)
+        for try await (name, address, vendorLat, vendorLng, area, deliveryLat, deliveryLng, status, attempts, riderId)
+            in rows.decode(
+                (String, String, Double, Double, String, Double, Double, AllocationStatus, Int, String?).self)
         {
             return AllocationRecord(
                 vendorName: name, vendorAddress: address, vendor: GeoPoint(lat: vendorLat, lng: vendorLng),
                 deliveryArea: area, delivery: GeoPoint(lat: deliveryLat, lng: deliveryLng), status: status,
-                attempts: attempts
+                attempts: attempts, riderId: riderId
             )
         }
         return nil
@@ -91,6 +97,32 @@ struct AllocationStore: Sendable {
         try await connection.query(
             "UPDATE allocations SET status = \(AllocationStatus.assigned), rider_id = \(riderId) WHERE order_id = \(orderId)",
             logger: logger
+        )
+    }
+
+    /// Records who holds the order now (nil: nobody, allocation searches again) and where it stands.
+    func setRider(_ orderId: String, riderId: String?, status: AllocationStatus, on connection: PostgresConnection)
+        async throws
+    {
+        try await connection.query(
+            """
+            UPDATE allocations SET status = \(status), rider_id = \(riderId), next_attempt_at = NULL
+            WHERE order_id = \(orderId)
+            """, logger: logger
+        )
+    }
+
+    /// The order was picked up: it can no longer change rider; it is held by the rider still delivering it.
+    func markInTransit(_ orderId: String, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            UPDATE allocations SET status = \(AllocationStatus.inTransit), next_attempt_at = NULL,
+                   rider_id = coalesce((SELECT rider_id FROM riders
+                                        WHERE current_order_id = \(orderId) AND status = \(RiderStatus.delivering)
+                                        LIMIT 1), rider_id)
+            WHERE order_id = \(orderId)
+              AND status IN (\(AllocationStatus.searching), \(AllocationStatus.waiting), \(AllocationStatus.assigned))
+            """, logger: logger
         )
     }
 
@@ -156,6 +188,16 @@ struct AllocationStore: Sendable {
 
     /// The straight-line distance between two points of the unit sphere `meters` apart along its surface.
     static func chord(meters: Double) -> Double { 2 * sin(meters / (2 * GeoPoint.earthRadiusMeters)) }
+
+    /// The rider's status and name, locked, for an operator's assignment; nil if allocation never saw them.
+    func lockRiderForAssignment(_ riderId: String, on connection: PostgresConnection) async throws
+        -> (status: RiderStatus, name: String)?
+    {
+        let rows = try await connection.query(
+            "SELECT status, name FROM riders WHERE rider_id = \(riderId) FOR UPDATE", logger: logger)
+        for try await (status, name) in rows.decode((RiderStatus, String).self) { return (status, name) }
+        return nil
+    }
 
     func rider(_ riderId: String, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> RiderView?
     {
@@ -254,12 +296,15 @@ struct AllocationStore: Sendable {
         )
     }
 
-    /// Frees the rider delivering `orderId`; returns who it was (none if nobody was).
-    func releaseRider(of orderId: String, on connection: PostgresConnection) async throws -> [String] {
+    /// Frees the rider delivering `orderId` (only `riderId` when given); returns who it was (none if nobody was).
+    func releaseRider(of orderId: String, only riderId: String? = nil, on connection: PostgresConnection) async throws
+        -> [String]
+    {
         let rows = try await connection.query(
             """
             UPDATE riders SET status = \(RiderStatus.online), current_order_id = NULL, updated_at = now()
             WHERE current_order_id = \(orderId) AND status = \(RiderStatus.delivering)
+              AND (\(riderId)::text IS NULL OR rider_id = \(riderId))
             RETURNING rider_id
             """, logger: logger
         )

@@ -21,6 +21,20 @@ extension AllocationRuleViolation: APIErrorConvertible {
                 .preciseLocationRequired,
                 "going online needs a precise location (accuracy within \(Int(accuracyMeters)) m, at most \(maxAgeSeconds) s old)"
             )
+        case .allocationNotFound(let orderId):
+            .notFound("allocation has no order \(orderId) (it is offered to riders once it is ready for pickup)")
+        case .notReassignable(let status):
+            .conflict(
+                .orderNotReassignable,
+                "the order is \(status.rawValue.replacingOccurrences(of: "_", with: " ")): only an order not yet picked up can change rider",
+                details: ["status": status.rawValue])
+        case .riderNotAvailable(let riderId, let status):
+            .conflict(
+                .riderNotAvailable,
+                "rider \(riderId) is \(status?.rawValue ?? "unknown"): only an Online rider without an offer or order can be assigned",
+                details: ["riderId": riderId, "status": status?.rawValue ?? "unknown"])
+        case .noRiderAssigned:
+            .conflict(.noRiderAssigned, "the order has no rider to release")
         }
     }
 }

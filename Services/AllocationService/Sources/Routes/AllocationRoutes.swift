@@ -20,7 +20,13 @@ struct AllocationRoutes: Sendable {
         var location: RiderLocation?
     }
 
+    /// An operator's choice of rider for an order.
+    struct Reassignment: Codable, Sendable {
+        var riderId: String
+    }
+
     func register(on api: RouterGroup<ServiceRequestContext>) {
+        registerOperatorRoutes(on: api)
         api.put("riders/me/availability") { request, context in
             let identity = try context.requireIdentity(.rider)
             let (input, _) = try await request.decodeJSON(Availability.self, context: context)
@@ -73,6 +79,47 @@ struct AllocationRoutes: Sendable {
                 let (view, notices) = try await workflow.reject(offerId, riderId: identity.userId, on: connection)
                 pending.set(notices)
                 return view
+            }
+            await notifier.after(pending.take())
+            return response
+        }
+    }
+
+    /// Admins re-assign an order before pickup, or release it back to allocation (CUS-032 8.2). Answered 202:
+    /// Order confirms the change on orders.events.
+    private func registerOperatorRoutes(on api: RouterGroup<ServiceRequestContext>) {
+        api.get("allocations/:orderId") { _, context in
+            _ = try context.requireIdentity(.admin)
+            let orderId = try Validate.identifier(try context.parameters.require("orderId"), "orderId")
+            return try await database.withConnection { try await workflow.allocation(orderId, on: $0) }
+        }
+        api.post("allocations/:orderId/reassign") { request, context in
+            let identity = try context.requireIdentity(.admin)
+            let orderId = try Validate.identifier(try context.parameters.require("orderId"), "orderId")
+            let (input, body) = try await request.decodeJSON(Reassignment.self, context: context)
+            let riderId = try Validate.identifier(input.riderId, "riderId")
+            let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
+            let pending = NoticeBox()
+            let response = try await database.idempotentTransaction(idempotency, status: .accepted) { connection in
+                let (decision, notices) = try await workflow.reassign(
+                    orderId: orderId, to: riderId, by: identity.userId, on: connection)
+                pending.set(notices)
+                return decision
+            }
+            await notifier.after(pending.take())
+            return response
+        }
+        api.post("allocations/:orderId/release") { request, context in
+            let identity = try context.requireIdentity(.admin)
+            let orderId = try Validate.identifier(try context.parameters.require("orderId"), "orderId")
+            let body = try await request.collectBody(upTo: 16 * 1024)
+            let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
+            let pending = NoticeBox()
+            let response = try await database.idempotentTransaction(idempotency, status: .accepted) { connection in
+                let (decision, notices) = try await workflow.release(
+                    orderId: orderId, by: identity.userId, on: connection)
+                pending.set(notices)
+                return decision
             }
             await notifier.after(pending.take())
             return response

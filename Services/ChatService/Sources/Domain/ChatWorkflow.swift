@@ -133,6 +133,8 @@ package struct ChatWorkflow: Sendable {
         case let reassigned as RiderReassigned:
             _ = try await store.assign(
                 reassigned.rider, orderId: reassigned.orderId, customerId: reassigned.customerId, on: connection)
+        case let unassigned as RiderUnassigned:
+            try await store.unassign(orderId: unassigned.orderId, customerId: unassigned.customerId, on: connection)
         case let delivered as OrderDelivered:
             try await close(
                 delivered.orderId, customerId: delivered.customerId, reason: "OrderDelivered", on: connection)

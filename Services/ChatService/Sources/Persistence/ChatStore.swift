@@ -42,6 +42,19 @@ package struct ChatStore: Sendable {
         return previous
     }
 
+    /// The room waits for a rider again (an operator took the order back to allocation); a closed room stays
+    /// closed.
+    package func unassign(orderId: String, customerId: String, on connection: PostgresConnection) async throws {
+        try await openRoom(orderId: orderId, customerId: customerId, on: connection)
+        try await connection.query(
+            """
+            UPDATE chat_rooms SET rider_id = NULL, rider_name = NULL,
+                   status = CASE WHEN status = 'closed' THEN 'closed' ELSE 'waiting_for_rider' END, updated_at = now()
+            WHERE order_id = \(orderId)
+            """, logger: logger
+        )
+    }
+
     /// Closes the room at `now` with a system message; nil if it was already closed (or never existed).
     package func close(
         orderId: String, customerId: String, reason: String, now: Date, on connection: PostgresConnection

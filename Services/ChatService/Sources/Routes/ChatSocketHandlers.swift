@@ -113,12 +113,21 @@ package struct ChatHandlers: Sendable {
         }
     }
 
-    /// orders.events, on every instance: a rider re-assigned away loses the room at once.
+    /// orders.events, on every instance: a rider re-assigned away, or released by an operator, loses the room at
+    /// once.
     func revoke(_ event: DecodedEvent) async throws {
-        guard let reassigned = event.payload(as: RiderReassigned.self) else { return }
-        let room = Self.room(reassigned.orderId)
-        let arguments = try SocketIOArguments(encoding: Revoked(orderId: reassigned.orderId))
-        for socket in namespace.sockets(in: room) where socket.identity?.userId == reassigned.previousRiderId {
+        let orderId: String
+        let previousRiderId: String
+        switch event.payload {
+        case let reassigned as RiderReassigned:
+            (orderId, previousRiderId) = (reassigned.orderId, reassigned.previousRiderId)
+        case let unassigned as RiderUnassigned:
+            (orderId, previousRiderId) = (unassigned.orderId, unassigned.previousRiderId)
+        default: return
+        }
+        let room = Self.room(orderId)
+        let arguments = try SocketIOArguments(encoding: Revoked(orderId: orderId))
+        for socket in namespace.sockets(in: room) where socket.identity?.userId == previousRiderId {
             socket.emit("access_revoked", arguments)
             socket.leave(room)
         }

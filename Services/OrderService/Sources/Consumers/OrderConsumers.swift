@@ -5,46 +5,89 @@ import PostgresNIO
 import Realtime
 import ServiceKit
 
-/// Allocation's accepted offers become rider assignments; an order that cannot take a rider any more refuses,
-/// so Allocation releases the rider.
+/// Allocation's accepted offers and operators' choices become rider assignments; an order that cannot take a
+/// rider any more refuses, so Allocation releases the rider. An operator's release unassigns the rider.
 package struct RiderAssignmentConsumer: Sendable {
     let workflow: OrderWorkflow
     let store: OrderStore
 
     package func handle(_ event: DecodedEvent, on connection: PostgresConnection) async throws {
-        guard let accepted = event.payload(as: OfferAccepted.self) else { return }
-        guard let orderId = UUID(uuidString: accepted.orderId) else {
-            try await refuse(accepted, status: "Unknown", order: nil, on: connection)
+        switch event.payload {
+        case let accepted as OfferAccepted:
+            try await assign(accepted.rider, to: accepted.orderId, offerId: accepted.offerId, on: connection)
+        case let chosen as OperatorAssignedRider:
+            try await assign(chosen.rider, to: chosen.orderId, offerId: nil, on: connection)
+        case let released as OperatorReleasedOrder:
+            try await unassign(released, on: connection)
+        default:
+            break
+        }
+    }
+
+    private func assign(_ rider: PersonRef, to orderIdText: String, offerId: String?, on connection: PostgresConnection)
+        async throws
+    {
+        let refusal = Refusal(orderId: orderIdText, offerId: offerId, riderId: rider.id)
+        guard let orderId = UUID(uuidString: orderIdText) else {
+            try await refuse(refusal, status: "Unknown", order: nil, on: connection)
             return
         }
         let order: OrderView
         do {
             order = try await store.order(orderId, forUpdate: true, on: connection)
         } catch OrderRecordError.noOrder {
-            try await refuse(accepted, status: "Unknown", order: nil, on: connection)
+            try await refuse(refusal, status: "Unknown", order: nil, on: connection)
             return
         }
         do {
-            _ = try OrderRules.apply(.assignRider(accepted.rider), to: order.snapshot, by: nil)
+            _ = try OrderRules.apply(.assignRider(rider), to: order.snapshot, by: nil)
         } catch {
-            try await refuse(accepted, status: order.status.rawValue, order: order, on: connection)
+            try await refuse(refusal, status: order.status.rawValue, order: order, on: connection)
             return
         }
-        _ = try await workflow.apply(
-            .assignRider(accepted.rider), to: orderId, by: nil, offerId: accepted.offerId, on: connection)
+        _ = try await workflow.apply(.assignRider(rider), to: orderId, by: nil, offerId: offerId, on: connection)
     }
 
-    private func refuse(_ accepted: OfferAccepted, status: String, order: OrderView?, on connection: PostgresConnection)
+    /// Unassigns the released rider if they still hold the order before pickup; otherwise (picked up, cancelled,
+    /// already someone else's) there is nothing to undo, and allocation learns the order's fate from its events.
+    private func unassign(_ released: OperatorReleasedOrder, on connection: PostgresConnection) async throws {
+        var order: OrderView?
+        let orderId = UUID(uuidString: released.orderId)
+        if let orderId {
+            do {
+                order = try await store.order(orderId, forUpdate: true, on: connection)
+            } catch OrderRecordError.noOrder {
+                order = nil
+            }
+        }
+        guard let orderId, let order, order.rider?.id == released.riderId,
+            (try? OrderRules.apply(.unassignRider, to: order.snapshot, by: nil)) != nil
+        else {
+            store.logger.info(
+                "an operator's release had nothing to undo",
+                metadata: ["order.id": "\(released.orderId)", "rider.id": "\(released.riderId)"])
+            return
+        }
+        _ = try await workflow.apply(.unassignRider, to: orderId, by: nil, on: connection)
+    }
+
+    private struct Refusal {
+        var orderId: String
+        var offerId: String?
+        var riderId: String
+    }
+
+    private func refuse(_ assignment: Refusal, status: String, order: OrderView?, on connection: PostgresConnection)
         async throws
     {
         let refusal = EventEnvelope(
-            aggregateId: accepted.orderId,
+            aggregateId: assignment.orderId,
             payload: RiderAssignmentRefused(
-                orderId: accepted.orderId, offerId: accepted.offerId, riderId: accepted.rider.id, orderStatus: status
-            )
+                orderId: assignment.orderId, offerId: assignment.offerId, riderId: assignment.riderId,
+                orderStatus: status)
         )
         store.logger.info(
-            "refused a rider assignment", metadata: ["order.id": "\(accepted.orderId)", "order.status": "\(status)"])
+            "refused a rider assignment", metadata: ["order.id": "\(assignment.orderId)", "order.status": "\(status)"])
         guard var order else {
             try await store.outbox.enqueue(refusal, on: connection, logger: store.logger)
             return
@@ -125,6 +168,7 @@ package struct OrderStream: Sendable {
         case let event as OrderReadyForPickup: (event.customerId, event.vendor.id, .readyForPickup, nil)
         case let event as RiderAssigned: (event.customerId, event.vendorId, nil, event.rider)
         case let event as RiderReassigned: (event.customerId, event.vendorId, nil, event.rider)
+        case let event as RiderUnassigned: (event.customerId, event.vendorId, nil, nil)
         case let event as RiderArrivedAtStore: (event.customerId, event.vendorId, nil, nil)
         case let event as OrderPickedUp: (event.customerId, event.vendor.id, .inTransit, event.rider)
         case let event as OrderDelivered: (event.customerId, event.vendorId, .delivered, nil)

@@ -45,8 +45,10 @@ package enum OrderAction: Sendable, Equatable {
     case deliver
     case cancel
     case uploadProofPhoto
-    /// Allocation's accepted offer (no actor: the system).
+    /// Allocation's accepted offer or an operator's choice (no actor: the system).
     case assignRider(PersonRef)
+    /// An operator took the order back to allocation before pickup (no actor: the system).
+    case unassignRider
 }
 
 /// Why a transition is refused; the routes map each to its HTTP answer.
@@ -124,6 +126,10 @@ package enum OrderRules {
             try require(order, in: [.preparing, .readyForPickup])
             if order.rider?.id != rider.id { next.riderArrived = false }
             next.rider = rider
+        case .unassignRider:
+            try require(order, in: [.preparing, .readyForPickup])
+            next.rider = nil
+            next.riderArrived = false
         }
         return next
     }

@@ -28,6 +28,7 @@ package struct OrderWorkflow: Sendable {
         // Checked, but nothing to record: a photo upload, or the same rider assigned again.
         if case .uploadProofPhoto = action { return order }
         if case .assignRider(let rider) = action, order.rider?.id == rider.id { return order }
+        if case .unassignRider = action, order.rider == nil { return order }
         let now = self.now()
         let previousRider = order.rider
         order.status = next.status
@@ -101,6 +102,11 @@ package struct OrderWorkflow: Sendable {
                         rider: rider)
                 )
             }
+        case .unassignRider:
+            try await record(
+                RiderUnassigned(
+                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id,
+                    previousRiderId: previousRider?.id ?? ""))
         case .uploadProofPhoto:
             break
         }
