@@ -69,8 +69,16 @@ struct AllocationDeadlineTests {
             }
             #expect(try await database.transaction { try await workflow.rider(near.id, on: $0) }.status == .online)
 
-            // The far rider's app never confirms: skipped at the receipt deadline and taken offline; the near rider
-            // was already offered the order, so nobody is left and the order waits.
+            // The far rider has no socket: no receipt deadline until the offer push is accepted, however long that
+            // takes. Accepted 3 s in, the app never confirms: skipped 10 s after the acceptance and taken offline;
+            // the near rider was already offered the order, so nobody is left and the order waits.
+            clock.advance(by: .seconds(3))
+            #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
+            let accepted = try AllocationOperatorTests.event(
+                PushSent(
+                    notificationId: "offer-x", userId: far.id, kind: .offer, correlationId: orderId, deviceCount: 1,
+                    sentAt: clock.now()), orderId: far.id)
+            #expect(try await database.transaction { try await workflow.pushOutcome(accepted, on: $0) }.isEmpty)
             clock.advance(by: .milliseconds(9_999))
             #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
             clock.advance(by: .milliseconds(2))
@@ -86,6 +94,49 @@ struct AllocationDeadlineTests {
                 "SELECT count(*) FROM outbox WHERE event_type = 'AllocationFailed' AND message_key = \(orderId)",
                 as: Int.self)
             #expect(failures == 1)
+        }
+    }
+
+    @Test(
+        "a rider with no socket whose offer push cannot be delivered (no device, provider refusal) is unreachable at once; one whose app confirmed keeps the offer past the window"
+    )
+    func undeliverableOfferPush() async throws {
+        try await Self.withWorkflow { database, workflow, clock in
+            let silent = PersonRef(id: uniqueName("silent"), name: "Silent")
+            let backgrounded = PersonRef(id: uniqueName("backgrounded"), name: "Backgrounded")
+            let (orderId, _) = try await AllocationOperatorTests.readyOrder(
+                riders: [silent, backgrounded], database: database, workflow: workflow, clock: clock)
+            clock.advance(by: .seconds(1))
+            let failed = try AllocationOperatorTests.event(
+                PushFailed(
+                    notificationId: "offer-x", userId: silent.id, kind: .offer, correlationId: orderId,
+                    reason: "no_devices", failedAt: clock.now()), orderId: silent.id)
+            let skipped = try await database.transaction { try await workflow.pushOutcome(failed, on: $0) }
+            #expect(
+                Self.describe(skipped) == ["offline (unreachable) for \(silent.id)", "offer to \(backgrounded.id)"])
+            // The same outcome again changes nothing.
+            #expect(try await database.transaction { try await workflow.pushOutcome(failed, on: $0) }.isEmpty)
+
+            // The backgrounded rider's push is accepted and its handler confirms: the window no longer applies, and
+            // a late failure report for another device changes nothing.
+            let offerId = try #require(Self.offerId(skipped))
+            let sent = try AllocationOperatorTests.event(
+                PushSent(
+                    notificationId: "offer-y", userId: backgrounded.id, kind: .offer, correlationId: orderId,
+                    deviceCount: 1, sentAt: clock.now()), orderId: backgrounded.id)
+            _ = try await database.transaction { try await workflow.pushOutcome(sent, on: $0) }
+            _ = try await database.transaction {
+                try await workflow.received(offerId, riderId: backgrounded.id, on: $0)
+            }
+            clock.advance(by: .seconds(30))
+            #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
+            let lateFailure = try AllocationOperatorTests.event(
+                PushFailed(
+                    notificationId: "offer-y", userId: backgrounded.id, kind: .offer, correlationId: orderId,
+                    reason: "refused", failedAt: clock.now()), orderId: backgrounded.id)
+            #expect(try await database.transaction { try await workflow.pushOutcome(lateFailure, on: $0) }.isEmpty)
+            let offer = try await database.transaction { try await workflow.offer(offerId, on: $0) }
+            #expect(offer.status == .pending)
         }
     }
 

@@ -132,13 +132,15 @@ func request(_ userId: String, id: String = UUID().uuidString, kind: PushKind = 
         body: "New delivery offer! Earn an estimated ₹65.",
         data: ["link": "app://offers/o-1", "offerId": "o-1"], priority: .high, collapseKey: "offer-o-1", ttlSeconds: 60,
         sound: "offer_alert",
-        correlationId: "order-1"
+        correlationId: "order-1", wakesApp: kind == .offer
     )
 }
 
 @Suite("Notification service", .timeLimit(.minutes(3)))
 struct NotificationServiceTests {
-    @Test("one push reaches an Android and an iOS device with exactly the requests FCM v1 and APNs expect")
+    @Test(
+        "one push reaches an Android and an iOS device with exactly the requests FCM v1 and APNs expect; an offer wakes the app's background handler"
+    )
     func exactRequests() async throws {
         let harness = try await NotificationHarness.get()
         let (android, ios) = ("ok-\(UUID())", APNsTestToken.make(APNsTestToken.ok))
@@ -171,6 +173,8 @@ struct NotificationServiceTests {
         #expect(androidConfig["ttl"] as? String == "60s")
         #expect(androidConfig["collapse_key"] as? String == "offer-o-1")
         #expect(androidConfig["notification"] as? [String: String] == ["channel_id": "offer", "sound": "offer_alert"])
+        let fcmAPNs = try #require(message["apns"] as? [String: Any], "an iOS app registered through FCM is woken too")
+        #expect((fcmAPNs["payload"] as? [String: Any])?["aps"] as? [String: Int] == ["content-available": 1])
 
         let apnsRequest = try #require(harness.apns.log.pushes(to: ios).first)
         #expect(apnsRequest.path == "/3/device/\(ios)")
@@ -192,12 +196,22 @@ struct NotificationServiceTests {
                 "title": "New delivery offer", "body": "New delivery offer! Earn an estimated ₹65.",
             ])
         #expect(aps["sound"] as? String == "offer_alert.caf")
+        #expect(aps["content-available"] as? Int == 1)
         #expect(apnsRequest.json["link"] as? String == "app://offers/o-1")
 
         let log = try await harness.log(user.id)
         #expect(log["notifications"]?[0]?["status"]?.stringValue == "sent")
         #expect(
             log["notifications"]?[0]?["deliveries"]?.arrayValue.map { $0["status"]?.stringValue } == ["sent", "sent"])
+
+        // A chat message is an alert only: nothing runs in the background for it.
+        let chat = request(user.id, kind: .chatMessage)
+        try await harness.push(chat)
+        _ = try #require(try await harness.outcome(of: chat.notificationId, userId: user.id))
+        let chatToFCM = try #require(harness.fcm.log.pushes(to: android).last?.json["message"] as? [String: Any])
+        #expect(chatToFCM["apns"] == nil)
+        let chatToAPNs = try #require(harness.apns.log.pushes(to: ios).last)
+        #expect((chatToAPNs.json["aps"] as? [String: Any])?["content-available"] == nil)
     }
 
     @Test("503 and 429 are retried (honouring Retry-After) until sent")

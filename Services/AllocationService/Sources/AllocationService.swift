@@ -50,6 +50,12 @@ package enum AllocationService: ServiceDefinition {
             if notices.isEmpty { return nil }
             return { @Sendable in await notifier.after(notices) }
         }
+        platform.addConsumerWithFollowUp(name: "allocation-pushes", topics: [.notificationsEvents]) {
+            (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
+            let notices = try await workflow.pushOutcome(event, on: connection)
+            if notices.isEmpty { return nil }
+            return { @Sendable in await notifier.after(notices) }
+        }
         platform.addConsumer(name: "allocation-positions", topics: [.couriersPositions]) {
             (event: DecodedEvent, connection: PostgresConnection) async throws in
             if let position = event.payload(as: PositionUpdated.self) {

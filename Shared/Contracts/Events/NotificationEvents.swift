@@ -49,11 +49,15 @@ package struct PushRequested: EventPayload {
     package var sound: String?
     /// Echoed in PushSent / PushFailed so the requester can match the outcome (e.g. the order id).
     package var correlationId: String?
+    /// The app's background handler must run when it arrives (APNs `content-available`, FCM high priority with
+    /// the data): an offer's push, whose handler confirms receipt. Absent means false.
+    package var wakesApp: Bool?
     package init(
         notificationId: String, userId: String, kind: PushKind, title: String, body: String, data: [String: String],
         priority: PushPriority, collapseKey: String? = nil, ttlSeconds: Int? = nil, sound: String? = nil,
-        correlationId: String? = nil
+        correlationId: String? = nil, wakesApp: Bool = false
     ) {
+        self.wakesApp = wakesApp ? true : nil
         self.notificationId = notificationId
         self.userId = userId
         self.kind = kind

@@ -178,7 +178,7 @@ package enum AllocationRules {
             body: "New delivery offer! Earn an estimated ₹\(earnings).",
             data: ["link": "app://offers/\(offerId)", "offerId": offerId, "orderId": orderId], priority: .high,
             collapseKey: "offer-\(offerId)", ttlSeconds: settings.offerTimeoutSeconds,
-            sound: "offer_alert", correlationId: orderId
+            sound: "offer_alert", correlationId: orderId, wakesApp: true
         )
     }
 
@@ -216,9 +216,10 @@ package enum AllocationRules {
     package static let unassignedMessage = "This delivery was re-assigned by operations. You don't need to pick it up."
 
     /// The push that tells a rider without a live socket that an operator gave them an order.
-    package static func assignedPush(orderId: String, riderId: String) -> PushRequested {
+    package static func assignedPush(orderId: String, riderId: String, at now: Date) -> PushRequested {
         PushRequested(
-            notificationId: "order-assigned-\(orderId)-\(riderId)", userId: riderId, kind: .orderAssigned,
+            notificationId: "order-assigned-\(orderId)-\(riderId)-\(Int(now.timeIntervalSince1970))", userId: riderId,
+            kind: .orderAssigned,
             title: "New delivery assigned", body: assignedMessage,
             data: ["link": "app://orders/\(orderId)", "orderId": orderId], priority: .high,
             collapseKey: "order-\(orderId)", ttlSeconds: 3600, correlationId: orderId

@@ -42,7 +42,7 @@ package struct AllocationWorkflow: Sendable {
         case let refused as RiderAssignmentRefused:
             return try await self.refused(refused, on: connection)
         case let pickedUp as OrderPickedUp:
-            return try await self.pickedUp(orderId: pickedUp.orderId, on: connection)
+            return try await self.pickedUp(orderId: pickedUp.orderId, by: pickedUp.rider.id, on: connection)
         case let reassigned as RiderReassigned:
             return try await takenAway(from: reassigned.previousRiderId, orderId: reassigned.orderId, on: connection)
         case let unassigned as RiderUnassigned:
@@ -89,7 +89,13 @@ package struct AllocationWorkflow: Sendable {
             settings: settings
         )
         let offerId = UUID()
-        try await store.insertOffer(offerId, orderId: orderId, riderId: riderId, terms: terms, on: connection)
+        // A live socket in the foreground is a channel: the app confirms within the receipt window from now. Without
+        // one the window starts when the push provider accepts the offer push (``pushOutcome(_:on:)``).
+        let socketLive = try await presence.isPresent(
+            userId: riderId, room: SocketPresence.anywhere, now: now, on: connection)
+        try await store.insertOffer(
+            offerId, orderId: orderId, riderId: riderId, terms: terms,
+            receiptDeadline: socketLive ? terms.receiptDeadline : nil, on: connection)
         try await store.markOffered(riderId, on: connection)
         try await store.setAllocation(
             orderId, status: .searching, attempts: allocation.attempts + 1, nextAttemptAt: nil, on: connection)
@@ -246,12 +252,42 @@ package struct AllocationWorkflow: Sendable {
     func skipUnreachable(limit: Int, on connection: PostgresConnection) async throws -> [RiderNotice] {
         var notices: [RiderNotice] = []
         for offer in try await store.unconfirmedOffers(now(), limit: limit, on: connection) {
-            try await close(
-                offer, as: .unreachable, riderBecomes: .offline, offlineReason: .unreachable, on: connection)
-            notices.append(try await tookOffline(offer.riderId, because: .unreachable, on: connection))
-            notices += try await offerNext(orderId: offer.orderId, on: connection)
+            notices += try await unreachable(offer, on: connection)
         }
         return notices
+    }
+
+    /// The offer could not reach its rider: recorded unreachable, the rider taken Offline and told, the next rider
+    /// offered.
+    private func unreachable(_ offer: DueOffer, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        try await close(offer, as: .unreachable, riderBecomes: .offline, offlineReason: .unreachable, on: connection)
+        return [try await tookOffline(offer.riderId, because: .unreachable, on: connection)]
+            + (try await offerNext(orderId: offer.orderId, on: connection))
+    }
+
+    /// notifications.events: the offer push's outcome is the evidence for a rider with no live socket. Accepted by
+    /// the provider, the receipt window starts as allocation learns it (its own clock, like every deadline here, so
+    /// another service's clock skew never shortens it); refused or undeliverable (no device, token gone, provider
+    /// refusal), the rider is unreachable at once.
+    package func pushOutcome(_ event: DecodedEvent, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        switch event.payload {
+        case let sent as PushSent where sent.kind == .offer:
+            guard let orderId = sent.correlationId else { return [] }
+            try await store.openReceiptWindow(
+                orderId: orderId, riderId: sent.userId, until: now() + settings.receiptTimeout, on: connection)
+        case let failed as PushFailed where failed.kind == .offer:
+            guard let orderId = failed.correlationId,
+                let offer = try await store.unconfirmedPushOnlyOffer(
+                    orderId: orderId, riderId: failed.userId, on: connection)
+            else { return [] }
+            logger.info(
+                "offer push undeliverable; rider unreachable",
+                metadata: ["order.id": "\(orderId)", "rider.id": "\(failed.userId)", "reason": "\(failed.reason)"])
+            return try await unreachable(offer, on: connection)
+        default:
+            break
+        }
+        return []
     }
 
     /// Orders that found nobody, due for another round.
@@ -261,104 +297,6 @@ package struct AllocationWorkflow: Sendable {
             notices += try await offerNext(orderId: orderId, on: connection)
         }
         return notices
-    }
-
-    // MARK: The order's fate
-
-    /// The order was cancelled: a pending offer is rescinded, an assigned rider released.
-    func cancelled(_ cancelled: OrderCancelled, on connection: PostgresConnection) async throws -> [RiderNotice] {
-        let orderId = cancelled.orderId
-        var notices = try await rescindOffers(ofOrder: orderId, on: connection)
-        let released = try await store.releaseRider(of: orderId, on: connection)
-        try await store.endAllocation(orderId, status: .cancelled, on: connection)
-        for riderId in released {
-            // RDR-016 AC-004: the rider learns it at once, on their socket or by push.
-            notices.append(
-                try await tell(
-                    .orderCancelled(riderId: riderId, orderId: orderId),
-                    orElsePush: AllocationRules.cancellationPush(orderId: orderId, riderId: riderId), on: connection))
-        }
-        return notices
-    }
-
-    /// Rescinds the order's pending offer, if any: the rider is Online again and told.
-    func rescindOffers(ofOrder orderId: String, on connection: PostgresConnection) async throws -> [RiderNotice] {
-        var notices: [RiderNotice] = []
-        for offer in try await store.pendingOffers(ofOrder: orderId, on: connection) {
-            try await close(offer, as: .rescinded, riderBecomes: .online, on: connection)
-            notices.append(
-                .rescinded(riderId: offer.riderId, offerId: offer.offerId.uuidString.lowercased(), orderId: orderId))
-        }
-        return notices
-    }
-
-    /// Returns `notice` for the rider's live socket; a rider without one (or with the app in the background) gets
-    /// `push` too.
-    func tell(_ notice: RiderNotice, orElsePush push: PushRequested, on connection: PostgresConnection) async throws
-        -> RiderNotice
-    {
-        if try await !presence.isPresent(
-            userId: push.userId, room: SocketPresence.anywhere, now: now(), on: connection)
-        {
-            try await outbox.enqueue(push, aggregateId: push.userId, on: connection, logger: logger)
-        }
-        return notice
-    }
-
-    /// The order ended (delivered, or refused the rider): the rider is free again.
-    func release(orderId: String, as status: AllocationStatus, on connection: PostgresConnection) async throws {
-        _ = try await store.releaseRider(of: orderId, on: connection)
-        try await store.endAllocation(orderId, status: status, on: connection)
-    }
-
-    // MARK: Riders
-
-    /// The rider goes online (with a precise, fresh fix) or offline. A pending offer is declined by going offline.
-    package func setAvailability(
-        rider: PersonRef, online: Bool, location: RiderLocation?, on connection: PostgresConnection
-    ) async throws -> (RiderView, [RiderNotice]) {
-        let current = try await store.rider(rider.id, forUpdate: true, on: connection)
-        if current?.status == .delivering {
-            throw AllocationRuleViolation.riderOnDelivery(orderId: current?.currentOrderId)
-        }
-        var notices: [RiderNotice] = []
-        if online {
-            let now = self.now()
-            let location = try AllocationRules.requirePreciseFix(location, now: now, settings: settings)
-            try Validate.coordinates(lat: location.lat, lng: location.lng, "location")
-            try await store.putOnline(rider, at: location, on: connection)
-            // Someone new is online: orders waiting for a rider try again now.
-            try await store.retryWaitingNow(now, on: connection)
-        } else {
-            if current?.status == .offered {
-                for offer in try await store.pendingOffers(ofRider: rider.id, on: connection) {
-                    try await close(offer, as: .rejected, riderBecomes: .offline, on: connection)
-                    notices += try await offerNext(orderId: offer.orderId, on: connection)
-                }
-            }
-            try await store.putOffline(rider, on: connection)
-        }
-        return (try await self.rider(rider.id, on: connection), notices)
-    }
-
-    /// The rider as their app sees them (offline if never seen).
-    package func rider(_ riderId: String, on connection: PostgresConnection) async throws -> RiderView {
-        var view =
-            try await store.rider(riderId, on: connection)
-            ?? RiderView(riderId: riderId, status: .offline, location: nil, currentOrderId: nil)
-        view.connected = try await presence.isPresent(
-            userId: riderId, room: SocketPresence.anywhere, now: now(), on: connection)
-        view.offlineMessage = view.offlineReason?.message(settings: settings)
-        return view
-    }
-
-    /// A newer position from Location (couriers.positions) moves the rider.
-    package func moved(_ position: PositionUpdated, on connection: PostgresConnection) async throws {
-        // An imprecise fix neither places the rider for matching nor keeps them Online (BR-RDR-PERM-01).
-        guard position.role == .rider,
-            AllocationRules.isPrecise(accuracyMeters: position.accuracyMeters, settings: settings)
-        else { return }
-        try await store.move(position, on: connection)
     }
 }
 

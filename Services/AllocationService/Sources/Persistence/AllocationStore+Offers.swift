@@ -11,15 +11,17 @@ extension AllocationStore {
         return false
     }
 
+    /// A new pending offer; `receiptDeadline` nil when the window starts with the push's acceptance.
     func insertOffer(
-        _ offerId: UUID, orderId: String, riderId: String, terms: OfferTerms, on connection: PostgresConnection
+        _ offerId: UUID, orderId: String, riderId: String, terms: OfferTerms, receiptDeadline: Date?,
+        on connection: PostgresConnection
     ) async throws {
         try await connection.query(
             """
             INSERT INTO offers (offer_id, order_id, rider_id, status, distance_km, trip_km, earnings, expires_at,
                                 receipt_deadline)
             VALUES (\(offerId), \(orderId), \(riderId), \(OfferStatus.pending), \(terms.distanceKm), \(terms.tripKm),
-                    \(terms.earnings), \(terms.expiresAt), \(terms.receiptDeadline))
+                    \(terms.earnings), \(terms.expiresAt), \(receiptDeadline))
             """, logger: logger
         )
     }
@@ -116,6 +118,35 @@ extension AllocationStore {
             ORDER BY receipt_deadline LIMIT \(limit) FOR UPDATE SKIP LOCKED
             """, on: connection
         )
+    }
+
+    /// The provider accepted the offer push for `riderId`'s pending offer of `orderId`: the app must confirm by
+    /// `deadline` (a deadline already later, from a live socket, stands).
+    func openReceiptWindow(orderId: String, riderId: String, until deadline: Date, on connection: PostgresConnection)
+        async throws
+    {
+        try await connection.query(
+            """
+            UPDATE offers SET receipt_deadline = greatest(coalesce(receipt_deadline, \(deadline)), \(deadline))
+            WHERE order_id = \(orderId) AND rider_id = \(riderId) AND status = \(OfferStatus.pending)
+              AND received_at IS NULL
+            """, logger: logger
+        )
+    }
+
+    /// `riderId`'s pending offer of `orderId`, locked, if only its push could reach the rider (no live socket when
+    /// it was made) and the app has not confirmed it.
+    func unconfirmedPushOnlyOffer(orderId: String, riderId: String, on connection: PostgresConnection) async throws
+        -> DueOffer?
+    {
+        try await dueOffers(
+            """
+            SELECT offer_id, order_id, rider_id FROM offers
+            WHERE order_id = \(orderId) AND rider_id = \(riderId) AND status = \(OfferStatus.pending)
+              AND received_at IS NULL AND receipt_deadline IS NULL
+            FOR UPDATE
+            """, on: connection
+        ).first
     }
 
     /// The pending offers of an order, locked.

@@ -112,14 +112,12 @@ struct AllocationStore: Sendable {
         )
     }
 
-    /// The order was picked up: it can no longer change rider; it is held by the rider still delivering it.
-    func markInTransit(_ orderId: String, on connection: PostgresConnection) async throws {
+    /// The order was picked up (by `riderId`, when known): it can no longer change rider.
+    func markInTransit(_ orderId: String, by riderId: String?, on connection: PostgresConnection) async throws {
         try await connection.query(
             """
             UPDATE allocations SET status = \(AllocationStatus.inTransit), next_attempt_at = NULL,
-                   rider_id = coalesce((SELECT rider_id FROM riders
-                                        WHERE current_order_id = \(orderId) AND status = \(RiderStatus.delivering)
-                                        LIMIT 1), rider_id)
+                   rider_id = coalesce(\(riderId), rider_id)
             WHERE order_id = \(orderId)
               AND status IN (\(AllocationStatus.searching), \(AllocationStatus.waiting), \(AllocationStatus.assigned))
             """, logger: logger

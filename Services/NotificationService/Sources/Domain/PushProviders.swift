@@ -19,6 +19,8 @@ package struct PushMessage: Sendable, Equatable {
     package var collapseKey: String?
     package var ttlSeconds: Int?
     package var sound: String?
+    /// Run the app's background handler on arrival (``PushRequested/wakesApp``).
+    package var wakesApp: Bool
 }
 
 /// What a provider made of a push.
@@ -172,18 +174,24 @@ package final class FCMProvider: PushProvider {
     }
 
     func body(_ message: PushMessage, token: String) -> Data {
-        var android: [String: Any] = ["priority": message.priority == .high ? "HIGH" : "NORMAL"]
+        let high = message.priority == .high || message.wakesApp
+        var android: [String: Any] = ["priority": high ? "HIGH" : "NORMAL"]
         if let ttl = message.ttlSeconds { android["ttl"] = "\(ttl)s" }
         if let collapseKey = message.collapseKey { android["collapse_key"] = collapseKey }
         var notification: [String: Any] = ["channel_id": message.kind.rawValue]
         if let sound = message.sound { notification["sound"] = sound }
         android["notification"] = notification
-        let payload: [String: Any] = [
-            "message": [
-                "token": token, "notification": ["title": message.title, "body": message.body], "data": message.data,
-                "android": android,
-            ] as [String: Any]
+        var fields: [String: Any] = [
+            "token": token, "notification": ["title": message.title, "body": message.body], "data": message.data,
+            "android": android,
         ]
+        // An iOS app registered through FCM: the same wake-up as a direct APNs push.
+        if message.wakesApp {
+            fields["apns"] = [
+                "headers": ["apns-priority": "10"], "payload": ["aps": ["content-available": 1]],
+            ]
+        }
+        let payload: [String: Any] = ["message": fields]
         return (try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])) ?? Data()
     }
 
@@ -272,6 +280,8 @@ package final class APNsProvider: PushProvider {
     func body(_ message: PushMessage) -> Data {
         var aps: [String: Any] = ["alert": ["title": message.title, "body": message.body]]
         aps["sound"] = message.sound.map { "\($0).caf" } ?? "default"
+        // With the alert, so a backgrounded app's handler runs too (apns-push-type stays `alert`).
+        if message.wakesApp { aps["content-available"] = 1 }
         var payload: [String: Any] = ["aps": aps]
         for (key, value) in message.data where key != "aps" { payload[key] = value }
         return (try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])) ?? Data()
@@ -289,7 +299,7 @@ package final class APNsProvider: PushProvider {
         request.headers.add(name: "authorization", value: "bearer \(providerToken)")
         request.headers.add(name: "apns-topic", value: topic)
         request.headers.add(name: "apns-push-type", value: "alert")
-        request.headers.add(name: "apns-priority", value: message.priority == .high ? "10" : "5")
+        request.headers.add(name: "apns-priority", value: message.priority == .high || message.wakesApp ? "10" : "5")
         let expiration = message.ttlSeconds.map { Int(Date().timeIntervalSince1970) + $0 } ?? 0
         request.headers.add(name: "apns-expiration", value: String(expiration))
         if let collapseKey = message.collapseKey {

@@ -32,10 +32,10 @@ package struct NotificationStore: Sendable {
         let inserted = try await connection.query(
             """
             INSERT INTO notifications (notification_id, user_id, kind, title, body, data, priority, collapse_key,
-                                       ttl_seconds, sound, correlation_id, status)
+                                       ttl_seconds, sound, correlation_id, wakes_app, status)
             VALUES (\(request.notificationId), \(request.userId), \(request.kind.rawValue), \(request.title),
                     \(request.body), \(data)::jsonb, \(request.priority), \(request.collapseKey), \(request.ttlSeconds),
-                    \(request.sound), \(request.correlationId), 'pending')
+                    \(request.sound), \(request.correlationId), \(request.wakesApp ?? false), 'pending')
             ON CONFLICT (notification_id) DO NOTHING RETURNING notification_id
             """, logger: logger
         )
@@ -79,20 +79,20 @@ package struct NotificationStore: Sendable {
                 RETURNING id, notification_id, token, platform, attempts
             )
             SELECT l.id, l.token, l.platform, l.attempts, n.notification_id, n.user_id, n.kind, n.title, n.body,
-                   n.data::text, n.priority, n.collapse_key, n.ttl_seconds, n.sound, n.correlation_id
+                   n.data::text, n.priority, n.collapse_key, n.ttl_seconds, n.sound, n.correlation_id, n.wakes_app
             FROM leased l JOIN notifications n ON n.notification_id = l.notification_id
             """, logger: logger
         )
         for try await row in rows.decode(
             (
                 Int64, String, DevicePlatform, Int, String, String, String, String, String, String, PushPriority,
-                String?, Int?, String?, String?
+                String?, Int?, String?, String?, Bool
             ).self
         ) {
             let message = PushMessage(
                 notificationId: row.4, kind: PushKind(row.6), title: row.7, body: row.8,
                 data: pushData(fromJSON: row.9),
-                priority: row.10, collapseKey: row.11, ttlSeconds: row.12, sound: row.13
+                priority: row.10, collapseKey: row.11, ttlSeconds: row.12, sound: row.13, wakesApp: row.15
             )
             return Attempt(
                 deliveryId: row.0, token: row.1, platform: row.2, attempt: row.3, userId: row.5, correlationId: row.14,

@@ -39,6 +39,8 @@ struct NotificationRoutes: Sendable {
         var priority: String
         var sound: String?
         var ttlSeconds: Int?
+        /// Whether the app's background handler runs on arrival (APNs content-available, FCM high priority).
+        var wakesApp: Bool
         /// What the app gets with the push (deep link, ids).
         var data: [String: String]
         var status: String
@@ -134,18 +136,20 @@ struct NotificationRoutes: Sendable {
     func log(userId: String, limit: Int, on connection: PostgresConnection) async throws -> NotificationLog {
         let rows = try await connection.query(
             """
-            SELECT notification_id, kind, title, body, priority, sound, ttl_seconds, data::text, status, created_at FROM notifications
+            SELECT notification_id, kind, title, body, priority, sound, ttl_seconds, wakes_app, data::text, status,
+                   created_at
+            FROM notifications
             WHERE user_id = \(userId) ORDER BY created_at DESC LIMIT \(limit)
             """, logger: database.logger
         )
         var notifications: [NotificationView] = []
-        for try await (id, kind, title, body, priority, sound, ttlSeconds, dataText, status, createdAt)
-            in rows.decode((String, String, String, String, String, String?, Int?, String, String, Date).self)
+        for try await (id, kind, title, body, priority, sound, ttlSeconds, wakesApp, dataText, status, createdAt)
+            in rows.decode((String, String, String, String, String, String?, Int?, Bool, String, String, Date).self)
         {
             notifications.append(
                 NotificationView(
                     notificationId: id, kind: kind, title: title, body: body, priority: priority, sound: sound,
-                    ttlSeconds: ttlSeconds,
+                    ttlSeconds: ttlSeconds, wakesApp: wakesApp,
                     data: pushData(fromJSON: dataText), status: status, createdAt: createdAt, deliveries: []
                 )
             )

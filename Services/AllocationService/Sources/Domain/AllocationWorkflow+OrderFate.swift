@@ -2,6 +2,7 @@ import Contracts
 import Foundation
 import Hummingbird
 import PostgresNIO
+import RealtimePlatform
 
 /// Where an order's allocation stands, as operators see it. After an operator's decision Order confirms it
 /// asynchronously (RiderReassigned, RiderAssigned or RiderUnassigned on orders.events, or RiderAssignmentRefused).
@@ -14,9 +15,55 @@ package struct AllocationView: Codable, Sendable, Equatable, ResponseEncodable {
     package var previousRiderId: String?
 }
 
-/// Operators (admins) re-assign an order before pickup or release it back to allocation (CUS-032 8.2), and the
-/// order's events settle who holds it.
+/// The order's fate after its offer: cancelled, picked up, refused; and operators (admins) re-assigning it before
+/// pickup or releasing it back to allocation (CUS-032 8.2), settled by the order's events.
 extension AllocationWorkflow {
+    /// The order was cancelled: a pending offer is rescinded, an assigned rider released.
+    func cancelled(_ cancelled: OrderCancelled, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        let orderId = cancelled.orderId
+        var notices = try await rescindOffers(ofOrder: orderId, on: connection)
+        let released = try await store.releaseRider(of: orderId, on: connection)
+        try await store.endAllocation(orderId, status: .cancelled, on: connection)
+        for riderId in released {
+            // RDR-016 AC-004: the rider learns it at once, on their socket or by push.
+            notices.append(
+                try await tell(
+                    .orderCancelled(riderId: riderId, orderId: orderId),
+                    orElsePush: AllocationRules.cancellationPush(orderId: orderId, riderId: riderId), on: connection))
+        }
+        return notices
+    }
+
+    /// Rescinds the order's pending offer, if any: the rider is Online again and told.
+    func rescindOffers(ofOrder orderId: String, on connection: PostgresConnection) async throws -> [RiderNotice] {
+        var notices: [RiderNotice] = []
+        for offer in try await store.pendingOffers(ofOrder: orderId, on: connection) {
+            try await close(offer, as: .rescinded, riderBecomes: .online, on: connection)
+            notices.append(
+                .rescinded(riderId: offer.riderId, offerId: offer.offerId.uuidString.lowercased(), orderId: orderId))
+        }
+        return notices
+    }
+
+    /// Returns `notice` for the rider's live socket; a rider without one (or with the app in the background) gets
+    /// `push` too.
+    func tell(_ notice: RiderNotice, orElsePush push: PushRequested, on connection: PostgresConnection) async throws
+        -> RiderNotice
+    {
+        if try await !presence.isPresent(
+            userId: push.userId, room: SocketPresence.anywhere, now: now(), on: connection)
+        {
+            try await outbox.enqueue(push, aggregateId: push.userId, on: connection, logger: logger)
+        }
+        return notice
+    }
+
+    /// The order ended (delivered, or refused the rider): the rider is free again.
+    func release(orderId: String, as status: AllocationStatus, on connection: PostgresConnection) async throws {
+        _ = try await store.releaseRider(of: orderId, on: connection)
+        try await store.endAllocation(orderId, status: status, on: connection)
+    }
+
     /// Order `orderId`'s allocation.
     package func allocation(_ orderId: String, on connection: PostgresConnection) async throws -> AllocationView {
         guard let allocation = try await store.lockAllocation(orderId, forUpdate: false, on: connection) else {
@@ -35,9 +82,11 @@ extension AllocationWorkflow {
             throw AllocationRuleViolation.allocationNotFound(orderId: orderId)
         }
         try AllocationRules.requireReassignable(allocation.status)
+        if allocation.status == .assigned, allocation.riderId == riderId {
+            return (AllocationView(orderId: orderId, status: .assigned, riderId: riderId), [])
+        }
         let decision = AllocationView(
             orderId: orderId, status: .assigned, riderId: riderId, previousRiderId: allocation.riderId)
-        if allocation.status == .assigned, allocation.riderId == riderId { return (decision, []) }
         let rider = try await store.lockRiderForAssignment(riderId, on: connection)
         try AllocationRules.requireAvailable(riderId: riderId, rider?.status)
 
@@ -51,7 +100,8 @@ extension AllocationWorkflow {
         notices.append(
             try await tell(
                 .assigned(riderId: riderId, orderId: orderId),
-                orElsePush: AllocationRules.assignedPush(orderId: orderId, riderId: riderId), on: connection))
+                orElsePush: AllocationRules.assignedPush(orderId: orderId, riderId: riderId, at: now()), on: connection)
+        )
         logger.info(
             "operator re-assigned an order",
             metadata: ["order.id": "\(orderId)", "rider.id": "\(riderId)", "operator.id": "\(operatorId)"])
@@ -106,7 +156,8 @@ extension AllocationWorkflow {
         let orderId = refused.orderId
         let freed = try await store.releaseRider(of: orderId, only: refused.riderId, on: connection)
         switch refused.orderStatus {
-        case OrderStatus.inTransit.rawValue: try await store.markInTransit(orderId, on: connection)
+        // OrderPickedUp came first on orders.events, so this only confirms what it recorded.
+        case OrderStatus.inTransit.rawValue: try await store.markInTransit(orderId, by: nil, on: connection)
         case OrderStatus.delivered.rawValue: try await store.endAllocation(orderId, status: .completed, on: connection)
         default: try await store.endAllocation(orderId, status: .cancelled, on: connection)
         }
@@ -129,9 +180,10 @@ extension AllocationWorkflow {
 
     /// The order was picked up: it keeps its rider; an offer still out for it (a release that lost the race with
     /// the pickup) is rescinded.
-    func pickedUp(orderId: String, on connection: PostgresConnection) async throws -> [RiderNotice] {
+    func pickedUp(orderId: String, by riderId: String, on connection: PostgresConnection) async throws -> [RiderNotice]
+    {
         let notices = try await rescindOffers(ofOrder: orderId, on: connection)
-        try await store.markInTransit(orderId, on: connection)
+        try await store.markInTransit(orderId, by: riderId, on: connection)
         return notices
     }
 }
