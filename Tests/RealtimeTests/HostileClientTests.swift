@@ -191,7 +191,7 @@ struct HostileClientTests {
             }
             #expect(try await server.disconnects.next() == "transport close")
             // The same 10 MB to a client whose receive buffer is full: the server stops buffering at 512 KB.
-            let silent = try SilentWebSocket(port: port, path: "/socket.io/?EIO=4&transport=websocket")
+            let silent = try RawWebSocket(port: port, path: "/socket.io/?EIO=4&transport=websocket")
             defer { silent.close() }
             silent.send("40/flood,")
             silent.send(flood)
@@ -433,9 +433,12 @@ extension Result {
     var isFailure: Bool { !isSuccess }
 }
 
-/// A WebSocket client that never reads after the handshake, with a small receive buffer: what the server sends
-/// piles up (a client on a stalled network, or a hostile one).
-final class SilentWebSocket: Sendable {
+/// A WebSocket client on a bare socket: the handshake must be answered 101 (anything else throws), then it reads
+/// only when asked, with a small receive buffer, so what the server sends piles up (a client on a stalled network,
+/// or a hostile one).
+final class RawWebSocket: Sendable {
+    static let closeOpcode: UInt8 = 0x8
+
     let descriptor: Int32
 
     init(port: Int, path: String) throws {
@@ -469,6 +472,31 @@ final class SilentWebSocket: Sendable {
         guard String(decoding: head, as: UTF8.self).hasPrefix("HTTP/1.1 101") else {
             throw ProtocolMismatch("not upgraded: \(String(decoding: head, as: UTF8.self))")
         }
+    }
+
+    /// The opcode of the next frame the server sends (its payload skipped), or nil if the connection ended or
+    /// nothing came within 5 s.
+    func nextOpcode() -> UInt8? {
+        guard let header = read(2) else { return nil }
+        var length = Int(header[1] & 0x7F)
+        if length == 126, let extended = read(2) {
+            length = Int(extended[0]) << 8 | Int(extended[1])
+        } else if length == 127, let extended = read(8) {
+            length = extended.reduce(0) { $0 << 8 | Int($1) }
+        }
+        guard length == 0 || read(length) != nil else { return nil }
+        return header[0] & 0x0F
+    }
+
+    private func read(_ count: Int) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let received = bytes[filled...].withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            guard received > 0 else { return nil }
+            filled += received
+        }
+        return bytes
     }
 
     /// Sends one masked text frame.

@@ -147,13 +147,13 @@ class WebSocketUpgrade:
     """A raw WebSocket upgrade of an Engine.IO connection through the gateway, sent from `address`; the connection
     stays open (holding its place in the gateway's count) until closed."""
 
-    def __init__(self, gateway, address, port):
+    def __init__(self, gateway, address, port, query=""):
         context = ssl.create_default_context(cafile=gateway.certificate)
         connection = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(address, 0))
         self.connection = context.wrap_socket(connection, server_hostname="127.0.0.1")
         self.connection.sendall(
-            b"GET /orders/socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+            f"GET /orders/socket.io/?EIO=4&transport=websocket{query} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+            + b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
             b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
         received = b""
         while b"\r\n\r\n" not in received:
@@ -166,6 +166,24 @@ class WebSocketUpgrade:
         self.headers = requests.structures.CaseInsensitiveDict(line.split(": ", 1) for line in lines[1:])
         while len(self.body) < int(self.headers.get("Content-Length", 0)):
             self.body += self.connection.recv(4096)
+
+    def send_text(self, text):
+        """One masked text frame (payloads under 126 bytes)."""
+        payload, mask = text.encode(), b"\x01\x02\x03\x04"
+        assert len(payload) < 126
+        masked = bytes(byte ^ mask[index % 4] for index, byte in enumerate(payload))
+        self.connection.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + masked)
+
+    def next_frame(self):
+        """(opcode, payload) of the next frame from the server (payloads under 126 bytes)."""
+        while len(self.body) < 2 or len(self.body) < 2 + (self.body[1] & 0x7F):
+            chunk = self.connection.recv(4096)
+            assert chunk, f"the connection ended after {self.body!r}"
+            self.body += chunk
+        length = self.body[1] & 0x7F
+        assert length < 126
+        frame, self.body = self.body[:2 + length], self.body[2 + length:]
+        return frame[0] & 0x0F, frame[2:]
 
     def close(self):
         self.connection.close()
@@ -201,3 +219,40 @@ def test_socket_connections_from_one_address_are_limited(gateway, running_system
     finally:
         for upgrade in held:
             upgrade.close()
+
+
+def test_a_second_websocket_on_an_upgraded_session_is_accepted_and_closed(gateway, running_system):
+    """Engine.IO's "ignores WebSocket connection with same sid after upgrade": through the gateway, a session
+    upgraded from polling keeps its WebSocket when another WebSocket names its sid; that one is accepted and closed
+    at once (stock clients treat a refused handshake as an error); a WebSocket for an unknown sid is refused (400)."""
+    port = running_system.profile.gateway_https_port
+    http = session_from(gateway, "127.0.0.7")
+    opened = http.get(f"{gateway.url}/orders/socket.io/?EIO=4&transport=polling", timeout=5)
+    sid = json.loads(opened.text[1:])["sid"]
+    first = WebSocketUpgrade(gateway, "127.0.0.7", port, f"&sid={sid}")
+    second = None
+    try:
+        assert first.status == 101
+        first.send_text("2probe")
+        assert first.next_frame() == (0x1, b"3probe")
+        first.send_text("5")
+
+        second = WebSocketUpgrade(gateway, "127.0.0.7", port, f"&sid={sid}")
+        assert second.status == 101, "accepted, not refused"
+        assert second.next_frame()[0] == 0x8, "then closed at once"
+
+        # The upgraded session is undisturbed: a CONNECT without a token is answered on it.
+        first.send_text("40/orders,")
+        opcode, payload = first.next_frame()
+        while payload == b"2":  # a heartbeat ping may come first
+            first.send_text("3")
+            opcode, payload = first.next_frame()
+        assert opcode == 0x1 and payload.startswith(b"44/orders,"), payload
+
+        unknown = WebSocketUpgrade(gateway, "127.0.0.7", port, "&sid=no-such-session")
+        unknown.close()
+        assert unknown.status == 400
+    finally:
+        first.close()
+        if second:
+            second.close()

@@ -27,9 +27,12 @@ extension EngineServer {
             return Self.error(.badRequest, code: 0, "Transport unknown")
         }
         guard transport == "polling" else {
-            // A WebSocket request that was not upgraded (bad sid, session already upgraded, too many sessions from
-            // its address, or no Upgrade header).
+            // A WebSocket request that was not upgraded (unknown sid, too many sessions from its address, or no
+            // Upgrade header).
             let peer = (context as? any RemoteAddressRequestContext)?.remoteAddress
+            if let sid = query["sid"], sessions.withLock({ $0.byId[sid] }) == nil {
+                return Self.error(.badRequest, code: 1, "Session ID unknown")
+            }
             if query["sid"] == nil, atSessionLimit(peer: peer, headers: request.headers) {
                 return Self.refusalResponse(.tooManySessions)
             }

@@ -35,17 +35,20 @@ extension EngineServer {
         let query = Self.query(of: target.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? "")
         guard query["EIO"] == "4", query["transport"] == "websocket" else { return .dontUpgrade }
         if let sid = query["sid"] {
-            guard let session = sessions.withLock({ $0.byId[sid] }), !session.isWebSocket,
-                session.upgradeState == .none
-            else {
-                return .dontUpgrade
+            // An unknown sid is refused: 400 (Hummingbird answers a declined upgrade with an empty 400).
+            guard let session = sessions.withLock({ $0.byId[sid] }) else { return .dontUpgrade }
+            guard !session.isWebSocket, session.upgradeState == .none else {
+                // Another WebSocket for a session already upgraded, or upgrading: accepted and closed at once, as the
+                // reference server does, and the session goes on undisturbed.
+                return .upgrade([:]) { _, outbound, _ in try? await outbound.close(.normalClosure, reason: nil) }
             }
             return .upgrade([:]) { inbound, outbound, _ in
                 await self.upgrade(session, channel: channel, inbound: inbound, outbound: outbound)
             }
         }
         let headers = head.headerFields
-        // A refused handshake is answered by `respond(to:context:)` with the protocol's error.
+        // A declined upgrade is an empty 400 (Hummingbird's); a WebSocket request without upgrade headers gets the
+        // protocol's error from `respond(to:context:)`.
         if atSessionLimit(peer: channel.remoteAddress, headers: headers) { return .dontUpgrade }
         return .upgrade([:]) { inbound, outbound, _ in
             await self.serveWebSocket(

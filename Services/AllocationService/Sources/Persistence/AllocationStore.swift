@@ -268,7 +268,7 @@ struct AllocationStore: Sendable {
     /// Takes Offline the Online riders whose last precise fix was recorded before `cutoff` (or who have none);
     /// returns them.
     func demoteWithoutFix(before cutoff: Date, limit: Int, on connection: PostgresConnection) async throws -> [String] {
-        let rows = try await connection.query(
+        try await riderIds(
             """
             UPDATE riders SET status = \(RiderStatus.offline), offline_reason = \(OfflineReason.noPreciseLocation),
                    \(unescaped: Self.forgetPosition), updated_at = now()
@@ -277,11 +277,7 @@ struct AllocationStore: Sendable {
                 WHERE status = \(RiderStatus.online) AND (location_recorded_at IS NULL OR location_recorded_at < \(cutoff))
                 ORDER BY location_recorded_at NULLS FIRST LIMIT \(limit) FOR UPDATE SKIP LOCKED)
             RETURNING rider_id
-            """, logger: logger
-        )
-        var riders: [String] = []
-        for try await riderId in rows.decode(String.self) { riders.append(riderId) }
-        return riders
+            """, on: connection)
     }
 
     /// The rider is on `orderId` until it ends.
@@ -294,21 +290,26 @@ struct AllocationStore: Sendable {
         )
     }
 
+    /// The rider ids a statement returns.
+    private func riderIds(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [String] {
+        var riders: [String] = []
+        for try await riderId in try await connection.query(query, logger: logger).decode(String.self) {
+            riders.append(riderId)
+        }
+        return riders
+    }
+
     /// Frees the rider delivering `orderId` (only `riderId` when given); returns who it was (none if nobody was).
     func releaseRider(of orderId: String, only riderId: String? = nil, on connection: PostgresConnection) async throws
         -> [String]
     {
-        let rows = try await connection.query(
+        try await riderIds(
             """
             UPDATE riders SET status = \(RiderStatus.online), current_order_id = NULL, updated_at = now()
             WHERE current_order_id = \(orderId) AND status = \(RiderStatus.delivering)
               AND (\(riderId)::text IS NULL OR rider_id = \(riderId))
             RETURNING rider_id
-            """, logger: logger
-        )
-        var riders: [String] = []
-        for try await riderId in rows.decode(String.self) { riders.append(riderId) }
-        return riders
+            """, on: connection)
     }
 
     /// An Offline rider's position is not kept (US-072: positions are ephemeral).

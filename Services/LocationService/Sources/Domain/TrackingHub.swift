@@ -55,12 +55,10 @@ package final class TrackingHub: Sendable {
     /// A courier's position: kept if newer than the last, sent to the watchers of the courier's tracked jobs,
     /// and (throttled) to couriers.positions. Each spends a rate-limit token.
     package func receive(_ position: CourierPosition, from courier: Identity) async throws -> PositionAck {
-        guard courier.role == .rider || courier.role == .technician else { throw LocationRuleViolation.notCourier }
+        try Self.requireCourier(courier)
         let now = self.now()
         try TrackingRules.validate(position, now: now, settings: settings)
-        guard book.admit(courier.userId) else {
-            throw LocationRuleViolation.positionRateLimited(perSecond: settings.positionRate)
-        }
+        try admit(courier)
         switch book.record(position, courierId: courier.userId, now: now) {
         case .dropped(let outcome):
             return PositionAck(accepted: false, reason: outcome.rawValue)
@@ -73,11 +71,10 @@ package final class TrackingHub: Sendable {
 
     /// Positions an app queued while offline, for one rate-limit token. Each is answered in the order sent:
     /// applied, older than the courier's last (a retried batch changes nothing), too old to matter, too coarse or
-    /// a GPS jump. Any
-    /// other invalid position refuses the batch before anything is applied. Watchers and couriers.positions
-    /// get the newest applied one only.
+    /// a GPS jump. Any other invalid position refuses the batch before anything is applied. Watchers and
+    /// couriers.positions get the newest applied one only.
     package func receive(batch positions: [CourierPosition], from courier: Identity) async throws -> [PositionOutcome] {
-        guard courier.role == .rider || courier.role == .technician else { throw LocationRuleViolation.notCourier }
+        try Self.requireCourier(courier)
         let now = self.now()
         var answers: [PositionOutcome?] = []
         for position in positions {
@@ -88,9 +85,7 @@ package final class TrackingHub: Sendable {
                 answers.append(nil)
             }
         }
-        guard book.admit(courier.userId) else {
-            throw LocationRuleViolation.positionRateLimited(perSecond: settings.positionRate)
-        }
+        try admit(courier)
         var newest: (position: CourierPosition, publish: Bool)?
         // Oldest first, so each is newer than the one before.
         for index in positions.indices.sorted(by: { positions[$0].recordedAt < positions[$1].recordedAt })
@@ -108,6 +103,16 @@ package final class TrackingHub: Sendable {
             await deliver(newest.position, courierId: courier.userId)
         }
         return answers.map { $0 ?? .olderThanLast }
+    }
+
+    /// Only riders and technicians send positions.
+    private static func requireCourier(_ identity: Identity) throws(LocationRuleViolation) {
+        guard identity.role == .rider || identity.role == .technician else { throw .notCourier }
+    }
+
+    /// Spends one of the courier's rate-limit tokens (a position, or a whole batch).
+    private func admit(_ courier: Identity) throws(LocationRuleViolation) {
+        guard book.admit(courier.userId) else { throw .positionRateLimited(perSecond: settings.positionRate) }
     }
 
     /// A position another instance published: remembered for watchers who join here.
