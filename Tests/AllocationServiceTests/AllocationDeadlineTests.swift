@@ -141,6 +141,27 @@ struct AllocationDeadlineTests {
     }
 
     @Test(
+        "a push the provider or our credentials failed says nothing about the rider: without an outcome the offer waits for the receipt window plus OFFER_PUSH_GRACE_SECONDS"
+    )
+    func providerFailureFallsBackToTheGrace() async throws {
+        try await Self.withWorkflow { database, workflow, clock in
+            let silent = PersonRef(id: uniqueName("silent"), name: "Silent")
+            let (orderId, _) = try await AllocationOperatorTests.readyOrder(
+                riders: [silent], database: database, workflow: workflow, clock: clock)
+            let refused = try AllocationOperatorTests.event(
+                PushFailed(
+                    notificationId: "offer-x", userId: silent.id, kind: .offer, correlationId: orderId,
+                    reason: "refused", failedAt: clock.now()), orderId: silent.id)
+            #expect(try await database.transaction { try await workflow.pushOutcome(refused, on: $0) }.isEmpty)
+            clock.advance(by: .milliseconds(29_999))  // the receipt window (10 s) and the grace (20 s)
+            #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
+            clock.advance(by: .milliseconds(2))
+            let skipped = try await database.transaction { try await workflow.runDeadlines(on: $0) }
+            #expect(Self.describe(skipped) == ["offline (unreachable) for \(silent.id)"])
+        }
+    }
+
+    @Test(
         "an Online rider without a precise fix for RIDER_OFFLINE_WITHOUT_FIX_SECONDS is taken Offline and told why, not a moment before; a coarse position does not count; going Online clears the reason"
     )
     func offlineWithoutPreciseFix() async throws {

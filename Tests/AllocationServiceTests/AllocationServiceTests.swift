@@ -45,9 +45,10 @@ struct AllocationHarness: Sendable {
     }
 
     /// The stepped service's deadlines; fixes may be an hour old, since the riders' apps stamp them with the
-    /// machine's time and every step puts the service's clock further ahead of it.
+    /// machine's time and every step puts the service's clock further ahead of it. No notification service runs
+    /// here: a rider without a socket is decided by the fallback deadline, with no grace past the receipt window.
     static let steppedSettings = [
-        "OFFER_TIMEOUT_SECONDS": "60", "OFFER_RECEIPT_TIMEOUT_SECONDS": "10",
+        "OFFER_TIMEOUT_SECONDS": "60", "OFFER_RECEIPT_TIMEOUT_SECONDS": "10", "OFFER_PUSH_GRACE_SECONDS": "0",
         "PRECISE_LOCATION_MAX_AGE_SECONDS": "3600",
     ]
 
@@ -352,7 +353,7 @@ struct AllocationSteppedDeadlineTests {
     }
 
     @Test(
-        "a rider whose app never confirms the offer is recorded unreachable once the receipt time passes; the next rider gets it"
+        "a rider whose app never confirms the offer (and whose push is never reported) is recorded unreachable once the receipt time passes; the next rider gets it"
     )
     func unreachableRiderSkipped() async throws {
         let harness = try await AllocationHarness.getStepped()

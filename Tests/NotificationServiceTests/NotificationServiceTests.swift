@@ -163,18 +163,29 @@ struct NotificationServiceTests {
         #expect(fcmRequest.headers["authorization"] == "Bearer fake-access-token-1")
         let message = try #require(fcmRequest.json["message"] as? [String: Any])
         #expect(message["token"] as? String == android)
+        // An offer wakes the app: data only at high priority on Android (its handler shows it and confirms receipt),
+        // and for an iOS app through FCM the alert with content-available, as a direct APNs push carries.
+        #expect(message["notification"] == nil)
         #expect(
-            message["notification"] as? [String: String] == [
-                "title": "New delivery offer", "body": "New delivery offer! Earn an estimated ₹65.",
+            message["data"] as? [String: String] == [
+                "link": "app://offers/o-1", "offerId": "o-1", "title": "New delivery offer",
+                "body": "New delivery offer! Earn an estimated ₹65.", "channel": "offer", "sound": "offer_alert",
             ])
-        #expect(message["data"] as? [String: String] == ["link": "app://offers/o-1", "offerId": "o-1"])
         let androidConfig = try #require(message["android"] as? [String: Any])
         #expect(androidConfig["priority"] as? String == "HIGH")
         #expect(androidConfig["ttl"] as? String == "60s")
         #expect(androidConfig["collapse_key"] as? String == "offer-o-1")
-        #expect(androidConfig["notification"] as? [String: String] == ["channel_id": "offer", "sound": "offer_alert"])
+        #expect(androidConfig["notification"] == nil)
         let fcmAPNs = try #require(message["apns"] as? [String: Any], "an iOS app registered through FCM is woken too")
-        #expect((fcmAPNs["payload"] as? [String: Any])?["aps"] as? [String: Int] == ["content-available": 1])
+        let fcmAPNsHeaders = try #require(fcmAPNs["headers"] as? [String: String])
+        #expect(fcmAPNsHeaders["apns-priority"] == "10" && fcmAPNsHeaders["apns-push-type"] == "alert")
+        #expect(fcmAPNsHeaders["apns-collapse-id"] == "offer-o-1" && fcmAPNsHeaders["apns-expiration"] != nil)
+        let fcmAPS = try #require((fcmAPNs["payload"] as? [String: Any])?["aps"] as? [String: Any])
+        #expect(fcmAPS["content-available"] as? Int == 1)
+        #expect(
+            fcmAPS["alert"] as? [String: String] == [
+                "title": "New delivery offer", "body": "New delivery offer! Earn an estimated ₹65.",
+            ])
 
         let apnsRequest = try #require(harness.apns.log.pushes(to: ios).first)
         #expect(apnsRequest.path == "/3/device/\(ios)")
@@ -210,6 +221,15 @@ struct NotificationServiceTests {
         _ = try #require(try await harness.outcome(of: chat.notificationId, userId: user.id))
         let chatToFCM = try #require(harness.fcm.log.pushes(to: android).last?.json["message"] as? [String: Any])
         #expect(chatToFCM["apns"] == nil)
+        #expect(
+            chatToFCM["notification"] as? [String: String] == [
+                "title": "New delivery offer", "body": "New delivery offer! Earn an estimated ₹65.",
+            ])
+        #expect(chatToFCM["data"] as? [String: String] == ["link": "app://offers/o-1", "offerId": "o-1"])
+        #expect(
+            (chatToFCM["android"] as? [String: Any])?["notification"] as? [String: String] == [
+                "channel_id": "chat_message", "sound": "offer_alert",
+            ])
         let chatToAPNs = try #require(harness.apns.log.pushes(to: ios).last)
         #expect((chatToAPNs.json["aps"] as? [String: Any])?["content-available"] == nil)
     }

@@ -93,3 +93,37 @@ struct BackgroundTasksTests {
         #expect(!tasks.submit { ran.withLock { $0.append("late") } })
     }
 }
+
+@Suite("BackgroundTasks: a job that does not end at shutdown", .timeLimit(.minutes(1)))
+struct BackgroundTasksShutdownGraceTests {
+    @Test("a running job still running after the shutdown grace is cancelled, so the service stops")
+    func stuckJobCancelled() async throws {
+        let tasks = BackgroundTasks(
+            name: "test", capacity: 10, concurrency: 2, shutdownGrace: .milliseconds(200),
+            logger: BackgroundTasksTests.logger)
+        let started = AsyncQueue<Void>()
+        let outcome = Mutex<[String]>([])
+        // Waits for something that never comes (a database that is down), until cancelled.
+        tasks.submit {
+            started.push(())
+            let cancelled = (try? await Task.sleep(for: .seconds(3600))) == nil
+            outcome.withLock { $0.append(cancelled ? "stuck job cancelled" : "stuck job finished") }
+        }
+        tasks.submit {
+            started.push(())
+            try? await Task.sleep(for: .milliseconds(50))
+            outcome.withLock { $0.append("quick job finished") }
+        }
+        let group = ServiceGroup(services: [tasks], logger: BackgroundTasksTests.logger)
+        try await withThrowingTaskGroup(of: Void.self) { running in
+            running.addTask { try await group.run() }
+            _ = try await started.next(timeout: .seconds(10))
+            _ = try await started.next(timeout: .seconds(10))
+            let shutdownAt = ContinuousClock.now
+            await group.triggerGracefulShutdown()
+            try await running.waitForAll()
+            #expect(ContinuousClock.now - shutdownAt < .seconds(5), "the service stopped after the grace")
+        }
+        #expect(outcome.withLock { $0 } == ["quick job finished", "stuck job cancelled"])
+    }
+}

@@ -27,20 +27,18 @@ def advance_clock(config, seconds):
 
 
 class OrderEventPublisher:
-    """Publishes one aggregate's events on a topic (orders.events unless told), keyed and enveloped as the services
-    do."""
+    """Publishes one aggregate's events on orders.events, keyed and enveloped as the order service does."""
 
-    def __init__(self, config, key, topic="orders.events"):
+    def __init__(self, config, key):
         self.producer = Producer({"bootstrap.servers": config["brokers"], "enable.idempotence": True, "linger.ms": 1})
         self.key = key
-        self.topic = topic
 
     def publish(self, event_type, payload):
         envelope = {
             "eventId": str(uuid.uuid4()), "type": event_type, "aggregateId": self.key, "occurredAt": now(),
             "schemaVersion": 1, "payload": payload,
         }
-        self.producer.produce(self.topic, key=self.key, value=json.dumps(envelope))
+        self.producer.produce("orders.events", key=self.key, value=json.dumps(envelope))
         self.producer.flush(10)
 
 

@@ -50,7 +50,10 @@ package enum AllocationService: ServiceDefinition {
             if notices.isEmpty { return nil }
             return { @Sendable in await notifier.after(notices) }
         }
-        platform.addConsumerWithFollowUp(name: "allocation-pushes", topics: [.notificationsEvents]) {
+        // Push outcomes matter only for offers still pending: a new group does not replay the topic's history.
+        platform.addConsumerWithFollowUp(
+            name: "allocation-pushes", topics: [.notificationsEvents], fromLatestWhenNew: true
+        ) {
             (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
             let notices = try await workflow.pushOutcome(event, on: connection)
             if notices.isEmpty { return nil }

@@ -112,4 +112,15 @@ package struct PushFailed: EventPayload {
         self.reason = reason
         self.failedAt = failedAt
     }
+
+    /// The user has no registered device.
+    package static let noDevicesReason = "no_devices"
+    /// The provider said the (last) device token is dead.
+    package static let invalidTokenReason = "device token no longer valid"
+
+    /// Whether the push failed because no device could take it (no device, dead tokens), as opposed to the
+    /// provider or our credentials failing: only the former says the user cannot be reached.
+    package var isUndeliverableToDevices: Bool {
+        reason == Self.noDevicesReason || reason == Self.invalidTokenReason
+    }
 }

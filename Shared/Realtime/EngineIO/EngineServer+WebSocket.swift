@@ -80,28 +80,44 @@ extension EngineServer {
         outbound: WebSocketOutboundWriter
     ) async {
         var messages = inbound.messages(maxSize: configuration.maxPayload).makeAsyncIterator()
-        let completed = await withTaskGroup(of: Void.self) { group in
+        let outcome = await withTaskGroup(of: Void.self) { group -> UpgradeOutcome in
             group.addTask { [configuration] in
                 // An upgrade that stalls is abandoned: closing the socket ends the reads below.
                 guard (try? await Task.sleep(for: configuration.upgradeTimeout)) != nil else { return }
                 try? await outbound.close(.policyViolation, reason: "upgrade timeout")
             }
             defer { group.cancelAll() }
+            var began = false
             do {
-                guard case .text("2probe") = try await messages.next(), session.beginUpgrade() else { return false }
+                guard case .text("2probe") = try await messages.next() else { return .abandonedBeforeProbe }
+                // Another WebSocket of the session probed first: it is the one upgrading; leave it be.
+                guard session.beginUpgrade() else { return .abandonedBeforeProbe }
+                began = true
                 try await outbound.write(.text("3probe"))
-                guard case .text("5") = try await messages.next() else { return false }
+                guard case .text("5") = try await messages.next() else { return .abandonedAfterProbe }
                 session.completeUpgrade(channel: channel)
-                return true
+                return .upgraded
             } catch {
-                return false
+                return began ? .abandonedAfterProbe : .abandonedBeforeProbe
             }
         }
-        guard completed else {
+        switch outcome {
+        case .upgraded: break
+        case .abandonedAfterProbe:
             session.cancelUpgrade()
+            return
+        case .abandonedBeforeProbe:
             return
         }
         await pump(session, inbound: messages, outbound: outbound)
+    }
+
+    /// How a WebSocket's attempt to upgrade a polling session ended; only an attempt that began the upgrade (its
+    /// probe answered) may cancel it.
+    private enum UpgradeOutcome {
+        case upgraded
+        case abandonedBeforeProbe
+        case abandonedAfterProbe
     }
 
     /// Writes the session's packets (in a child task) and reads the peer's until either side ends the session.

@@ -113,14 +113,17 @@ package struct ServicePlatform: Sendable {
     }
 
     /// Adds a consumer like ``addConsumer(name:topics:handler:)`` whose handler returns work to do after its
-    /// transaction committed (e.g. telling sockets about what it wrote).
+    /// transaction committed (e.g. telling sockets about what it wrote). `fromLatestWhenNew`: the group's first
+    /// start reads from the latest offset (for outcomes only worth acting on while fresh), not the topic's start.
     package mutating func addConsumerWithFollowUp(
-        name: String, topics: [Topic],
+        name: String, topics: [Topic], fromLatestWhenNew: Bool = false,
         handler: @escaping @Sendable (DecodedEvent, PostgresConnection) async throws -> EventConsumer.FollowUp?
     ) {
+        var configuration = consumerConfiguration(name: name)
+        if fromLatestWhenNew { configuration.autoOffsetReset = .latest }
         addConsumer(
             EventConsumer(
-                name: name, topics: topics, configuration: consumerConfiguration(name: name),
+                name: name, topics: topics, configuration: configuration,
                 effect: .transactionalWithFollowUp(database, handler), logger: logger
             )
         )

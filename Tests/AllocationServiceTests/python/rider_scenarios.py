@@ -11,13 +11,11 @@ import json
 import os
 import sys
 import time
-import uuid
 
 import requests
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-from scenario_kit import (  # noqa: E402
-    OrderEventPublisher, Orders, SocketClient, TopicReader, advance_clock, now, refused_connection)
+from scenario_kit import Orders, SocketClient, TopicReader, advance_clock, now, refused_connection  # noqa: E402
 
 NS = "/rider"
 KM = 0.009  # degrees of latitude in a kilometre
@@ -198,12 +196,7 @@ def unreachable(config):
     deadline = time.time() + 20
     while silent.request("GET", "/v1/riders/me/offer")["status"] != 200 and time.time() < deadline:
         time.sleep(0.1)
-    # The silent rider has no socket: the receipt window starts when the push provider accepts the offer push (as
-    # the notification service reports it). The app never confirms: the next rider is asked once the receipt time
-    # passed, not before.
-    OrderEventPublisher(config, silent.id, topic="notifications.events").publish("PushSent", {
-        "notificationId": f"offer-{uuid.uuid4()}", "userId": silent.id, "kind": "offer",
-        "correlationId": config["orderId"], "deviceCount": 1, "sentAt": now()})
+    # The silent rider's app never confirms: the next rider is asked once the receipt time passed, not before.
     time.sleep(0.5)
     result["offer_before_receipt_deadline"] = listening.offers()
     advance_clock(config, float(config["receiptTimeoutSeconds"]) + 0.5)

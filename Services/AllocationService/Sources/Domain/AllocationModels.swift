@@ -12,6 +12,9 @@ package struct AllocationSettings: Sendable {
     /// `OFFER_RECEIPT_TIMEOUT_SECONDS`, default 10: an offer the rider's app has not confirmed receiving by then
     /// is recorded unreachable and the next rider is tried.
     package var receiptTimeout: Duration
+    /// `OFFER_PUSH_GRACE_SECONDS`, default 20: for a rider without a live socket, how long past the receipt window
+    /// an offer waits for its push to be accepted before the rider is recorded unreachable.
+    package var pushGrace: Duration
     /// `ALLOCATION_RADIUS_KM`, default 5: riders farther from the vendor are not offered the order.
     package var radiusMeters: Double
     /// `PRECISE_LOCATION_ACCURACY_METERS` (default 50) and `PRECISE_LOCATION_MAX_AGE_SECONDS` (default 120): the
@@ -33,6 +36,7 @@ package struct AllocationSettings: Sendable {
     package init(environment: ServiceEnvironment) throws(ConfigurationError) {
         offerTimeout = try environment.seconds("OFFER_TIMEOUT_SECONDS", default: .seconds(60), in: 1...3600)
         receiptTimeout = try environment.seconds("OFFER_RECEIPT_TIMEOUT_SECONDS", default: .seconds(10), in: 1...3600)
+        pushGrace = try environment.seconds("OFFER_PUSH_GRACE_SECONDS", default: .seconds(20), in: 0...3600)
         radiusMeters = try environment.double("ALLOCATION_RADIUS_KM", default: 5, in: 0.1...500) * 1000
         preciseAccuracyMeters = try environment.double("PRECISE_LOCATION_ACCURACY_METERS", default: 50, in: 1...10_000)
         locationMaxAge = try environment.seconds(

@@ -90,12 +90,14 @@ package struct AllocationWorkflow: Sendable {
         )
         let offerId = UUID()
         // A live socket in the foreground is a channel: the app confirms within the receipt window from now. Without
-        // one the window starts when the push provider accepts the offer push (``pushOutcome(_:on:)``).
+        // one the window starts when the push provider accepts the offer push (``pushOutcome(_:on:)``); if that
+        // never comes, the rider is unreachable `OFFER_PUSH_GRACE_SECONDS` after the window would have ended.
         let socketLive = try await presence.isPresent(
             userId: riderId, room: SocketPresence.anywhere, now: now, on: connection)
         try await store.insertOffer(
             offerId, orderId: orderId, riderId: riderId, terms: terms,
-            receiptDeadline: socketLive ? terms.receiptDeadline : nil, on: connection)
+            receiptDeadline: socketLive ? terms.receiptDeadline : terms.receiptDeadline + settings.pushGrace,
+            awaitingPush: !socketLive, on: connection)
         try await store.markOffered(riderId, on: connection)
         try await store.setAllocation(
             orderId, status: .searching, attempts: allocation.attempts + 1, nextAttemptAt: nil, on: connection)
@@ -267,19 +269,27 @@ package struct AllocationWorkflow: Sendable {
 
     /// notifications.events: the offer push's outcome is the evidence for a rider with no live socket. Accepted by
     /// the provider, the receipt window starts as allocation learns it (its own clock, like every deadline here, so
-    /// another service's clock skew never shortens it); refused or undeliverable (no device, token gone, provider
-    /// refusal), the rider is unreachable at once.
+    /// another service's clock skew never shortens it). Undeliverable to any device (none registered, tokens dead),
+    /// the rider is unreachable at once, unless a socket came up meanwhile (its window starts then). A failure of
+    /// the provider or of our credentials says nothing about the rider: the fallback deadline decides.
     package func pushOutcome(_ event: DecodedEvent, on connection: PostgresConnection) async throws -> [RiderNotice] {
         switch event.payload {
         case let sent as PushSent where sent.kind == .offer:
             guard let orderId = sent.correlationId else { return [] }
             try await store.openReceiptWindow(
                 orderId: orderId, riderId: sent.userId, until: now() + settings.receiptTimeout, on: connection)
-        case let failed as PushFailed where failed.kind == .offer:
+        case let failed as PushFailed where failed.kind == .offer && failed.isUndeliverableToDevices:
             guard let orderId = failed.correlationId,
-                let offer = try await store.unconfirmedPushOnlyOffer(
-                    orderId: orderId, riderId: failed.userId, on: connection)
+                let offer = try await store.offerAwaitingPush(orderId: orderId, riderId: failed.userId, on: connection)
             else { return [] }
+            let now = self.now()
+            if try await presence.isPresent(
+                userId: failed.userId, room: SocketPresence.anywhere, now: now, on: connection)
+            {
+                try await store.openReceiptWindow(
+                    orderId: orderId, riderId: failed.userId, until: now + settings.receiptTimeout, on: connection)
+                return []
+            }
             logger.info(
                 "offer push undeliverable; rider unreachable",
                 metadata: ["order.id": "\(orderId)", "rider.id": "\(failed.userId)", "reason": "\(failed.reason)"])

@@ -11,17 +11,18 @@ extension AllocationStore {
         return false
     }
 
-    /// A new pending offer; `receiptDeadline` nil when the window starts with the push's acceptance.
+    /// A new pending offer; `awaitingPush` when only its push can reach the rider (the deadline is then a fallback
+    /// until the push's outcome is known).
     func insertOffer(
-        _ offerId: UUID, orderId: String, riderId: String, terms: OfferTerms, receiptDeadline: Date?,
-        on connection: PostgresConnection
+        _ offerId: UUID, orderId: String, riderId: String, terms: OfferTerms, receiptDeadline: Date,
+        awaitingPush: Bool, on connection: PostgresConnection
     ) async throws {
         try await connection.query(
             """
             INSERT INTO offers (offer_id, order_id, rider_id, status, distance_km, trip_km, earnings, expires_at,
-                                receipt_deadline)
+                                receipt_deadline, awaiting_push)
             VALUES (\(offerId), \(orderId), \(riderId), \(OfferStatus.pending), \(terms.distanceKm), \(terms.tripKm),
-                    \(terms.earnings), \(terms.expiresAt), \(receiptDeadline))
+                    \(terms.earnings), \(terms.expiresAt), \(receiptDeadline), \(awaitingPush))
             """, logger: logger
         )
     }
@@ -120,30 +121,30 @@ extension AllocationStore {
         )
     }
 
-    /// The provider accepted the offer push for `riderId`'s pending offer of `orderId`: the app must confirm by
-    /// `deadline` (a deadline already later, from a live socket, stands).
+    /// The receipt window of `riderId`'s pending offer of `orderId`, still awaiting its push's outcome, starts now:
+    /// the app must confirm by `deadline`.
     func openReceiptWindow(orderId: String, riderId: String, until deadline: Date, on connection: PostgresConnection)
         async throws
     {
         try await connection.query(
             """
-            UPDATE offers SET receipt_deadline = greatest(coalesce(receipt_deadline, \(deadline)), \(deadline))
+            UPDATE offers SET receipt_deadline = \(deadline), awaiting_push = false
             WHERE order_id = \(orderId) AND rider_id = \(riderId) AND status = \(OfferStatus.pending)
-              AND received_at IS NULL
+              AND received_at IS NULL AND awaiting_push
             """, logger: logger
         )
     }
 
-    /// `riderId`'s pending offer of `orderId`, locked, if only its push could reach the rider (no live socket when
-    /// it was made) and the app has not confirmed it.
-    func unconfirmedPushOnlyOffer(orderId: String, riderId: String, on connection: PostgresConnection) async throws
+    /// `riderId`'s pending offer of `orderId`, locked, if it still awaits its push's outcome (no live socket when it
+    /// was made) and the app has not confirmed it.
+    func offerAwaitingPush(orderId: String, riderId: String, on connection: PostgresConnection) async throws
         -> DueOffer?
     {
         try await dueOffers(
             """
             SELECT offer_id, order_id, rider_id FROM offers
             WHERE order_id = \(orderId) AND rider_id = \(riderId) AND status = \(OfferStatus.pending)
-              AND received_at IS NULL AND receipt_deadline IS NULL
+              AND received_at IS NULL AND awaiting_push
             FOR UPDATE
             """, on: connection
         ).first

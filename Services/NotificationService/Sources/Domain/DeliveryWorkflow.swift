@@ -36,7 +36,7 @@ package struct DeliveryWorkflow: Sendable {
             try await outbox.enqueue(
                 PushFailed(
                     notificationId: request.notificationId, userId: request.userId, kind: request.kind,
-                    correlationId: request.correlationId, reason: "no_devices", failedAt: now
+                    correlationId: request.correlationId, reason: PushFailed.noDevicesReason, failedAt: now
                 ),
                 aggregateId: request.userId, on: connection, logger: logger
             )
@@ -93,7 +93,7 @@ package struct DeliveryWorkflow: Sendable {
             logger.info(
                 "removed a dead device token",
                 metadata: ["delivery.id": "\(id)", "platform": "\(attempt.platform.rawValue)"])
-            try await announceIfAllFailed(attempt, reason: "device token no longer valid", on: connection)
+            try await announceIfAllFailed(attempt, reason: PushFailed.invalidTokenReason, on: connection)
         }
     }
 

@@ -178,18 +178,28 @@ package final class FCMProvider: PushProvider {
         var android: [String: Any] = ["priority": high ? "HIGH" : "NORMAL"]
         if let ttl = message.ttlSeconds { android["ttl"] = "\(ttl)s" }
         if let collapseKey = message.collapseKey { android["collapse_key"] = collapseKey }
-        var notification: [String: Any] = ["channel_id": message.kind.rawValue]
-        if let sound = message.sound { notification["sound"] = sound }
-        android["notification"] = notification
-        var fields: [String: Any] = [
-            "token": token, "notification": ["title": message.title, "body": message.body], "data": message.data,
-            "android": android,
-        ]
-        // An iOS app registered through FCM: the same wake-up as a direct APNs push.
+        var fields: [String: Any] = ["token": token, "android": android]
         if message.wakesApp {
+            // Data only, at high priority: Android runs the app's background handler (which shows the notification
+            // from the data and confirms receipt); a `notification` block would go to the tray instead. An iOS app
+            // registered through FCM gets what a direct APNs push carries: the alert with content-available.
+            var data = message.data
+            data["title"] = data["title"] ?? message.title
+            data["body"] = data["body"] ?? message.body
+            data["channel"] = data["channel"] ?? message.kind.rawValue
+            if let sound = message.sound { data["sound"] = data["sound"] ?? sound }
+            fields["data"] = data
             fields["apns"] = [
-                "headers": ["apns-priority": "10"], "payload": ["aps": ["content-available": 1]],
+                "headers": APNsProvider.headers(message, now: Date()),
+                "payload": APNsProvider.payload(message),
             ]
+        } else {
+            var notification: [String: Any] = ["channel_id": message.kind.rawValue]
+            if let sound = message.sound { notification["sound"] = sound }
+            android["notification"] = notification
+            fields["android"] = android
+            fields["notification"] = ["title": message.title, "body": message.body]
+            fields["data"] = message.data
         }
         let payload: [String: Any] = ["message": fields]
         return (try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])) ?? Data()
@@ -277,14 +287,30 @@ package final class APNsProvider: PushProvider {
         return token
     }
 
-    func body(_ message: PushMessage) -> Data {
+    /// The APNs payload of `message`: the alert, its sound, the data; `content-available` when it wakes the app.
+    static func payload(_ message: PushMessage) -> [String: Any] {
         var aps: [String: Any] = ["alert": ["title": message.title, "body": message.body]]
         aps["sound"] = message.sound.map { "\($0).caf" } ?? "default"
         // With the alert, so a backgrounded app's handler runs too (apns-push-type stays `alert`).
         if message.wakesApp { aps["content-available"] = 1 }
         var payload: [String: Any] = ["aps": aps]
         for (key, value) in message.data where key != "aps" { payload[key] = value }
-        return (try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])) ?? Data()
+        return payload
+    }
+
+    /// The APNs request headers of `message` other than the authorization and the topic.
+    static func headers(_ message: PushMessage, now: Date) -> [String: String] {
+        var headers = [
+            "apns-push-type": "alert",
+            "apns-priority": message.priority == .high || message.wakesApp ? "10" : "5",
+            "apns-expiration": String(message.ttlSeconds.map { Int(now.timeIntervalSince1970) + $0 } ?? 0),
+        ]
+        if let collapseKey = message.collapseKey { headers["apns-collapse-id"] = String(collapseKey.prefix(64)) }
+        return headers
+    }
+
+    func body(_ message: PushMessage) -> Data {
+        (try? JSONSerialization.data(withJSONObject: Self.payload(message), options: [.sortedKeys])) ?? Data()
     }
 
     package func send(_ message: PushMessage, to token: String) async -> PushOutcome {
@@ -298,12 +324,8 @@ package final class APNsProvider: PushProvider {
         request.method = .POST
         request.headers.add(name: "authorization", value: "bearer \(providerToken)")
         request.headers.add(name: "apns-topic", value: topic)
-        request.headers.add(name: "apns-push-type", value: "alert")
-        request.headers.add(name: "apns-priority", value: message.priority == .high || message.wakesApp ? "10" : "5")
-        let expiration = message.ttlSeconds.map { Int(Date().timeIntervalSince1970) + $0 } ?? 0
-        request.headers.add(name: "apns-expiration", value: String(expiration))
-        if let collapseKey = message.collapseKey {
-            request.headers.add(name: "apns-collapse-id", value: String(collapseKey.prefix(64)))
+        for (name, value) in Self.headers(message, now: Date()).sorted(by: { $0.key < $1.key }) {
+            request.headers.add(name: name, value: value)
         }
         request.headers.add(name: "content-type", value: "application/json")
         request.body = .bytes(ByteBuffer(data: body(message)))
