@@ -69,9 +69,10 @@ struct AllocationDeadlineTests {
             }
             #expect(try await database.transaction { try await workflow.rider(near.id, on: $0) }.status == .online)
 
-            // The far rider has no socket: no receipt deadline until the offer push is accepted, however long that
-            // takes. Accepted 3 s in, the app never confirms: skipped 10 s after the acceptance and taken offline;
-            // the near rider was already offered the order, so nobody is left and the order waits.
+            // The far rider has no socket: the receipt window starts when the offer push is accepted (the fallback
+            // deadline, window plus grace, is later). Accepted 3 s in, the app never confirms: skipped 10 s after
+            // the acceptance and taken offline; the near rider was already offered the order, so nobody is left
+            // and the order waits.
             clock.advance(by: .seconds(3))
             #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
             let accepted = try AllocationOperatorTests.event(
@@ -98,7 +99,7 @@ struct AllocationDeadlineTests {
     }
 
     @Test(
-        "a rider with no socket whose offer push cannot be delivered (no device, provider refusal) is unreachable at once; one whose app confirmed keeps the offer past the window"
+        "a rider with no socket whose offer push no device can take (none registered, tokens dead) is unreachable at once; one whose app confirmed keeps the offer past the window"
     )
     func undeliverableOfferPush() async throws {
         try await Self.withWorkflow { database, workflow, clock in
@@ -110,7 +111,7 @@ struct AllocationDeadlineTests {
             let failed = try AllocationOperatorTests.event(
                 PushFailed(
                     notificationId: "offer-x", userId: silent.id, kind: .offer, correlationId: orderId,
-                    reason: "no_devices", failedAt: clock.now()), orderId: silent.id)
+                    reason: PushFailed.noDevicesReason, failedAt: clock.now()), orderId: silent.id)
             let skipped = try await database.transaction { try await workflow.pushOutcome(failed, on: $0) }
             #expect(
                 Self.describe(skipped) == ["offline (unreachable) for \(silent.id)", "offer to \(backgrounded.id)"])
@@ -133,7 +134,7 @@ struct AllocationDeadlineTests {
             let lateFailure = try AllocationOperatorTests.event(
                 PushFailed(
                     notificationId: "offer-y", userId: backgrounded.id, kind: .offer, correlationId: orderId,
-                    reason: "refused", failedAt: clock.now()), orderId: backgrounded.id)
+                    reason: PushFailed.invalidTokenReason, failedAt: clock.now()), orderId: backgrounded.id)
             #expect(try await database.transaction { try await workflow.pushOutcome(lateFailure, on: $0) }.isEmpty)
             let offer = try await database.transaction { try await workflow.offer(offerId, on: $0) }
             #expect(offer.status == .pending)

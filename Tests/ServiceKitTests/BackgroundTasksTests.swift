@@ -94,36 +94,64 @@ struct BackgroundTasksTests {
     }
 }
 
-@Suite("BackgroundTasks: a job that does not end at shutdown", .timeLimit(.minutes(1)))
-struct BackgroundTasksShutdownGraceTests {
-    @Test("a running job still running after the shutdown grace is cancelled, so the service stops")
-    func stuckJobCancelled() async throws {
-        let tasks = BackgroundTasks(
-            name: "test", capacity: 10, concurrency: 2, shutdownGrace: .milliseconds(200),
+/// A queue whose jobs may get stuck, shut down and watched.
+final class ShutdownRehearsal: Sendable {
+    let tasks: BackgroundTasks
+    let started = AsyncQueue<Void>()
+    let outcome = Mutex<[String]>([])
+
+    init(concurrency: Int) {
+        tasks = BackgroundTasks(
+            name: "test", capacity: 10, concurrency: concurrency, shutdownGrace: .milliseconds(200),
             logger: BackgroundTasksTests.logger)
-        let started = AsyncQueue<Void>()
-        let outcome = Mutex<[String]>([])
-        // Waits for something that never comes (a database that is down), until cancelled.
+    }
+
+    /// Queues a job that waits for something that never comes (a database that is down), until cancelled.
+    func submitStuckJob() {
         tasks.submit {
-            started.push(())
+            self.started.push(())
             let cancelled = (try? await Task.sleep(for: .seconds(3600))) == nil
-            outcome.withLock { $0.append(cancelled ? "stuck job cancelled" : "stuck job finished") }
+            self.outcome.withLock { $0.append(cancelled ? "stuck job cancelled" : "stuck job finished") }
         }
-        tasks.submit {
-            started.push(())
-            try? await Task.sleep(for: .milliseconds(50))
-            outcome.withLock { $0.append("quick job finished") }
-        }
+    }
+
+    /// Runs the queue until `startedJobs` jobs started, shuts it down, and checks it stopped soon after the grace;
+    /// returns what the jobs recorded.
+    func shutDown(afterStarting startedJobs: Int) async throws -> [String] {
         let group = ServiceGroup(services: [tasks], logger: BackgroundTasksTests.logger)
         try await withThrowingTaskGroup(of: Void.self) { running in
             running.addTask { try await group.run() }
-            _ = try await started.next(timeout: .seconds(10))
-            _ = try await started.next(timeout: .seconds(10))
+            for _ in 0..<startedJobs { _ = try await started.next(timeout: .seconds(10)) }
             let shutdownAt = ContinuousClock.now
             await group.triggerGracefulShutdown()
             try await running.waitForAll()
             #expect(ContinuousClock.now - shutdownAt < .seconds(5), "the service stopped after the grace")
         }
-        #expect(outcome.withLock { $0 } == ["quick job finished", "stuck job cancelled"])
+        return outcome.withLock { $0 }
+    }
+}
+
+@Suite("BackgroundTasks: a job that does not end at shutdown", .timeLimit(.minutes(1)))
+struct BackgroundTasksShutdownGraceTests {
+    @Test("a running job still running after the shutdown grace is cancelled, so the service stops")
+    func stuckJobCancelled() async throws {
+        let rehearsal = ShutdownRehearsal(concurrency: 2)
+        rehearsal.submitStuckJob()
+        rehearsal.tasks.submit {
+            rehearsal.started.push(())
+            try? await Task.sleep(for: .milliseconds(50))
+            rehearsal.outcome.withLock { $0.append("quick job finished") }
+        }
+        #expect(try await rehearsal.shutDown(afterStarting: 2) == ["quick job finished", "stuck job cancelled"])
+    }
+
+    @Test(
+        "a shutdown while every slot holds a stuck job and more wait still ends after the grace; the waiting one is dropped"
+    )
+    func stuckAtTheConcurrencyLimit() async throws {
+        let rehearsal = ShutdownRehearsal(concurrency: 1)
+        rehearsal.submitStuckJob()
+        rehearsal.tasks.submit { rehearsal.outcome.withLock { $0.append("waiting job ran") } }
+        #expect(try await rehearsal.shutDown(afterStarting: 1) == ["stuck job cancelled"])
     }
 }

@@ -50,10 +50,9 @@ package enum AllocationService: ServiceDefinition {
             if notices.isEmpty { return nil }
             return { @Sendable in await notifier.after(notices) }
         }
-        // Push outcomes matter only for offers still pending: a new group does not replay the topic's history.
-        platform.addConsumerWithFollowUp(
-            name: "allocation-pushes", topics: [.notificationsEvents], fromLatestWhenNew: true
-        ) {
+        // Push outcomes of offers still pending. A new group reads the topic from its start, as every group does,
+        // so no outcome published while it joins is lost; old outcomes match no pending offer.
+        platform.addConsumerWithFollowUp(name: "allocation-pushes", topics: [.notificationsEvents]) {
             (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
             let notices = try await workflow.pushOutcome(event, on: connection)
             if notices.isEmpty { return nil }

@@ -48,42 +48,64 @@ package final class BackgroundTasks: Service, Sendable {
         }
     }
 
+    /// What ended a child task of ``run()``.
+    private enum Ended {
+        case job
+        /// The shutdown grace ran out: the jobs still running are cancelled.
+        case grace
+        /// The grace timer was cancelled (the jobs ended first, or the service itself was cancelled).
+        case timerCancelled
+    }
+
     /// Runs queued jobs until graceful shutdown, then gives the running ones `shutdownGrace` to finish, cancels
     /// those still running, and drops the others.
     package func run() async throws {
         await withGracefulShutdownHandler {
-            // A child task ends with false when it was a job, true when it was the shutdown grace running out.
-            await withTaskGroup(of: Bool.self) { group in
-                var running = 0
-                var droppedAtShutdown = 0
-                for await job in jobs {
-                    if running == concurrency, !stopping.load(ordering: .relaxed) {
-                        _ = await group.next()
-                        running -= 1
+            await withTaskGroup(of: Ended.self) { group in
+                // Armed from the start, so a wait for a free slot below ends with the grace too.
+                group.addTask { [shutdownGrace] in
+                    do {
+                        try await gracefulShutdown()
+                        try await Task.sleep(for: shutdownGrace)
+                        return .grace
+                    } catch {
+                        return .timerCancelled
                     }
-                    guard !stopping.load(ordering: .relaxed) else {
+                }
+                var running = 0
+                var graceOver = false
+                var droppedAtShutdown = 0
+                /// Waits for one child; false once the grace is over (or the timer gone).
+                func awaitJob() async -> Bool {
+                    switch await group.next() {
+                    case .job:
+                        running -= 1
+                        return true
+                    case .grace, .timerCancelled, nil:
+                        graceOver = true
+                        return false
+                    }
+                }
+                for await job in jobs {
+                    if running == concurrency, !stopping.load(ordering: .relaxed), !graceOver {
+                        _ = await awaitJob()
+                    }
+                    guard !stopping.load(ordering: .relaxed), !graceOver else {
                         droppedAtShutdown += 1
                         continue
                     }
                     group.addTask {
                         await job()
-                        return false
+                        return .job
                     }
                     running += 1
                 }
+                while running > 0, !graceOver, await awaitJob() {}
                 if running > 0 {
-                    group.addTask { [shutdownGrace] in (try? await Task.sleep(for: shutdownGrace)) != nil }
-                    while running > 0, let graceRanOut = await group.next() {
-                        if graceRanOut {
-                            logger.warning(
-                                "background jobs cancelled at shutdown",
-                                metadata: ["queue": "\(name)", "jobs": "\(running)"])
-                            break
-                        }
-                        running -= 1
-                    }
-                    group.cancelAll()
+                    logger.warning(
+                        "background jobs cancelled at shutdown", metadata: ["queue": "\(name)", "jobs": "\(running)"])
                 }
+                group.cancelAll()
                 if droppedAtShutdown > 0 {
                     dropped.increment(by: droppedAtShutdown)
                     logger.info(

@@ -113,17 +113,14 @@ package struct ServicePlatform: Sendable {
     }
 
     /// Adds a consumer like ``addConsumer(name:topics:handler:)`` whose handler returns work to do after its
-    /// transaction committed (e.g. telling sockets about what it wrote). `fromLatestWhenNew`: the group's first
-    /// start reads from the latest offset (for outcomes only worth acting on while fresh), not the topic's start.
+    /// transaction committed (e.g. telling sockets about what it wrote).
     package mutating func addConsumerWithFollowUp(
-        name: String, topics: [Topic], fromLatestWhenNew: Bool = false,
+        name: String, topics: [Topic],
         handler: @escaping @Sendable (DecodedEvent, PostgresConnection) async throws -> EventConsumer.FollowUp?
     ) {
-        var configuration = consumerConfiguration(name: name)
-        if fromLatestWhenNew { configuration.autoOffsetReset = .latest }
         addConsumer(
             EventConsumer(
-                name: name, topics: topics, configuration: configuration,
+                name: name, topics: topics, configuration: consumerConfiguration(name: name),
                 effect: .transactionalWithFollowUp(database, handler), logger: logger
             )
         )

@@ -109,11 +109,17 @@ package struct DeliveryWorkflow: Sendable {
         )
     }
 
-    /// When no delivery of the notification is left under way and none was sent: failed (PushFailed, once).
+    /// When no delivery of the notification is left under way and none was sent: failed (PushFailed, once). The
+    /// reason says "device token no longer valid" only when that is so for every device, whichever failed last.
     private func announceIfAllFailed(
-        _ attempt: NotificationStore.Attempt, reason: String, on connection: PostgresConnection
+        _ attempt: NotificationStore.Attempt, reason lastReason: String, on connection: PostgresConnection
     ) async throws {
-        guard try await store.markFailedIfNoneLeft(attempt.message.notificationId, on: connection) else { return }
+        guard let failed = try await store.markFailedIfNoneLeft(attempt.message.notificationId, on: connection)
+        else { return }
+        let reason =
+            failed == .tokensDead
+            ? PushFailed.invalidTokenReason
+            : lastReason == PushFailed.invalidTokenReason ? "failed on every device" : lastReason
         try await outbox.enqueue(
             PushFailed(
                 notificationId: attempt.message.notificationId, userId: attempt.userId, kind: attempt.message.kind,

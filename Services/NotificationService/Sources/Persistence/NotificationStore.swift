@@ -178,8 +178,16 @@ package struct NotificationStore: Sendable {
     }
 
     /// Marks a pending notification failed if none of its deliveries is under way or sent; whether it did.
+    /// How a notification failed on every device: each token was dead, or something else (the provider, our
+    /// credentials) failed at least one.
+    package enum EveryDeviceFailed: Sendable {
+        case tokensDead
+        case otherwise
+    }
+
+    /// Marks the notification failed if none of its deliveries is still under way or sent; nil if it was not.
     package func markFailedIfNoneLeft(_ notificationId: String, on connection: PostgresConnection) async throws
-        -> Bool
+        -> EveryDeviceFailed?
     {
         let rows = try await connection.query(
             """
@@ -187,11 +195,12 @@ package struct NotificationStore: Sendable {
             WHERE notification_id = \(notificationId) AND status = 'pending'
               AND NOT EXISTS (SELECT 1 FROM deliveries WHERE notification_id = \(notificationId)
                                                          AND status IN ('pending', 'sending', 'sent'))
-            RETURNING notification_id
+            RETURNING NOT EXISTS (SELECT 1 FROM deliveries WHERE notification_id = \(notificationId)
+                                                             AND status <> 'token_removed')
             """, logger: logger
         )
-        for try await _ in rows { return true }
-        return false
+        for try await allTokensDead in rows.decode(Bool.self) { return allTokensDead ? .tokensDead : .otherwise }
+        return nil
     }
 }
 
