@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// A service of the platform: its name, defaults, migrations, and what it adds to the shared platform (routes,
 /// consumers, background services). The executable is then one line: `await ServiceMain.run(MyService.self)`.
@@ -77,11 +78,36 @@ package struct ServiceApplication: Sendable {
     /// Every service of the application, in start order (shutdown runs in reverse).
     package var services: [any Service] { [application] + servicesShutDownFirst }
 
-    /// Runs until SIGTERM or SIGINT, then shuts down gracefully.
+    /// How long a graceful shutdown may take before what is left is cancelled: a stop must end within the 10 s an
+    /// orchestrator (and the restart tests) give before SIGKILL, even while Postgres is down.
+    package static let maximumGracefulShutdown: Duration = .seconds(6)
+
+    /// Runs until SIGTERM or SIGINT, then shuts down gracefully; services still running
+    /// ``maximumGracefulShutdown`` later are cancelled. Returns normally once a requested stop ended, cancelled
+    /// or not (a service that ends on its own, or fails, still throws).
     package func run() async throws {
-        let group = ServiceGroup(
-            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        )
-        try await group.run()
+        let stopRequested = StopRequest()
+        var configuration = ServiceGroupConfiguration(
+            services: services + [stopRequested], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        configuration.maximumGracefulShutdownDuration = Self.maximumGracefulShutdown
+        configuration.maximumCancellationDuration = .seconds(2)
+        do {
+            try await ServiceGroup(configuration: configuration).run()
+        } catch  where stopRequested.requested {
+            logger.warning(
+                "stopped after cancelling what had not stopped within \(Self.maximumGracefulShutdown)",
+                metadata: ["error": "\(error)"])
+        }
+    }
+}
+
+/// A service that only notes that a graceful stop was requested.
+private final class StopRequest: Service, Sendable {
+    private let flag = Atomic<Bool>(false)
+    var requested: Bool { flag.load(ordering: .relaxed) }
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        flag.store(true, ordering: .relaxed)
     }
 }
