@@ -78,19 +78,21 @@ package struct ServiceApplication: Sendable {
     /// Every service of the application, in start order (shutdown runs in reverse).
     package var services: [any Service] { [application] + servicesShutDownFirst }
 
-    /// How long a graceful shutdown may take before what is left is cancelled: a stop must end within the 10 s an
-    /// orchestrator (and the restart tests) give before SIGKILL, even while Postgres is down.
+    /// How long a graceful shutdown may take before what is left is cancelled, and when the process ends
+    /// regardless: a stop must end within the 10 s an orchestrator (and the restart tests) give before SIGKILL, even
+    /// while Postgres is down.
     package static let maximumGracefulShutdown: Duration = .seconds(6)
+    package static let stopDeadline: Duration = .milliseconds(8500)
 
     /// Runs until SIGTERM or SIGINT, then shuts down gracefully; services still running
-    /// ``maximumGracefulShutdown`` later are cancelled. Returns normally once a requested stop ended, cancelled
-    /// or not (a service that ends on its own, or fails, still throws).
+    /// ``maximumGracefulShutdown`` later are cancelled, and at ``stopDeadline`` the process ends (status 0, with a
+    /// warning) whatever is still running: the outbox keeps what was not published, the inbox what was not
+    /// applied. Returns normally once a requested stop ended (a service that ends on its own, or fails, throws).
     package func run() async throws {
-        let stopRequested = StopRequest()
+        let stopRequested = StopRequest(deadline: Self.stopDeadline, logger: logger)
         var configuration = ServiceGroupConfiguration(
             services: services + [stopRequested], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         configuration.maximumGracefulShutdownDuration = Self.maximumGracefulShutdown
-        configuration.maximumCancellationDuration = .seconds(2)
         do {
             try await ServiceGroup(configuration: configuration).run()
         } catch  where stopRequested.requested {
@@ -101,13 +103,28 @@ package struct ServiceApplication: Sendable {
     }
 }
 
-/// A service that only notes that a graceful stop was requested.
+/// A service that notes that a graceful stop was requested and arms the deadline at which the process ends.
 private final class StopRequest: Service, Sendable {
     private let flag = Atomic<Bool>(false)
+    private let deadline: Duration
+    private let logger: Logger
     var requested: Bool { flag.load(ordering: .relaxed) }
 
+    init(deadline: Duration, logger: Logger) {
+        self.deadline = deadline
+        self.logger = logger
+    }
+
     func run() async throws {
-        try? await gracefulShutdown()
+        guard (try? await gracefulShutdown()) != nil else { return }
         flag.store(true, ordering: .relaxed)
+        // A watchdog outside the cooperative pool: it fires even if a stuck part of the shutdown never yields.
+        let logger = self.logger
+        let deadline = self.deadline
+        DispatchQueue.global().asyncAfter(deadline: .now() + deadline.timeInterval) {
+            logger.warning("the stop did not end within \(deadline); exiting with what is still running abandoned")
+            fflush(nil)
+            _exit(0)
+        }
     }
 }
