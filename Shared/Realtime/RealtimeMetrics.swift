@@ -16,4 +16,8 @@ enum RealtimeMetrics {
     static let sessionsRefused = Counter(label: "socketio_sessions_refused_total")
     /// Sockets disconnected because their access token expired.
     static let tokenExpiries = Counter(label: "socketio_token_expiries_total")
+    /// Sockets restored by connection state recovery.
+    static let recoveries = Counter(label: "socketio_recoveries_total")
+    /// Emits the realtime log could not take (delivered on their own instance only).
+    static let logAppendFailures = Counter(label: "socketio_log_append_failures_total")
 }

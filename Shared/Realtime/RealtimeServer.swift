@@ -7,25 +7,23 @@ import Logging
 import ServiceLifecycle
 
 /// What a service mounts for real-time: a Socket.IO server on an Engine.IO server at `configuration.path`, with
-/// an optional cross-instance adapter. Run it in the service group; mount it with ``addRoutes(to:)`` and the
+/// the realtime log its instances share (none: one process). Run it in the service group; mount it with ``addRoutes(to:)`` and the
 /// server builder from ``RealtimeServerBuilder``.
 package final class RealtimeServer: Service, Sendable {
     package let socketIO: SocketIOServer
     package let engine: EngineServer
-    private let adapter: (any RealtimeAdapter)?
     private let logger: Logger
 
     package init(
         configuration: EngineConfiguration,
         socketIO socketIOConfiguration: SocketIOConfiguration = SocketIOConfiguration(),
-        adapter: (any RealtimeAdapter)? = nil, logger: Logger
+        log: (any RealtimeLog)? = nil, logger: Logger
     ) {
         var configuration = configuration
         if configuration.connectTimeout == nil { configuration.connectTimeout = .seconds(45) }
-        let socketIO = SocketIOServer(configuration: socketIOConfiguration, adapter: adapter, logger: logger)
+        let socketIO = SocketIOServer(configuration: socketIOConfiguration, log: log, logger: logger)
         self.socketIO = socketIO
         self.engine = EngineServer(configuration: configuration, handler: socketIO, logger: logger)
-        self.adapter = adapter
         self.logger = logger
     }
 
@@ -38,16 +36,11 @@ package final class RealtimeServer: Service, Sendable {
     package func run() async throws {
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
-                if let adapter {
-                    group.addTask { [socketIO = self.socketIO] in
-                        try await cancelWhenGracefulShutdown {
-                            try await adapter.run(origin: socketIO.instanceId) { broadcast in
-                                socketIO.deliver(broadcast)
-                            }
-                        }
-                    }
+                group.addTask { [socketIO = self.socketIO] in try await socketIO.runLog() }
+                group.addTask { [socketIO = self.socketIO] in
+                    defer { socketIO.finishSessionRecords() }
+                    try await self.engine.run()
                 }
-                group.addTask { try await self.engine.run() }
             }
         } onGracefulShutdown: {
             // The transports close without a Socket.IO DISCONNECT: the official clients read a DISCONNECT as

@@ -31,6 +31,10 @@ package struct RealtimeSettings: Sendable {
     /// `SOCKETIO_TRUSTED_PROXIES`, default `127.0.0.1,::1`: addresses or IPv4 CIDR ranges of proxies whose
     /// `X-Forwarded-For` / `X-Real-IP` name the client.
     package var trustedProxies: TrustedProxies
+    /// `SOCKETIO_RECOVERY_WINDOW_MS` (default 120000; 0 turns recovery off) and `SOCKETIO_RECOVERY_BUFFER_BYTES`
+    /// (default 64 MiB): how long after a dropped connection a client recovers its session and missed emits, and
+    /// the most bytes of emits kept for it.
+    package var recovery: SocketIORecoverySettings?
 
     package init(environment: ServiceEnvironment) throws(ConfigurationError) {
         path = environment.optional("SOCKETIO_PATH") ?? "/socket.io"
@@ -53,6 +57,15 @@ package struct RealtimeSettings: Sendable {
         )
         let sessions = try environment.int("SOCKETIO_MAX_SESSIONS_PER_ADDRESS", default: 200, in: 0...10_000_000)
         maxSessionsPerAddress = sessions == 0 ? nil : sessions
+        let window = try environment.milliseconds(
+            "SOCKETIO_RECOVERY_WINDOW_MS", default: .seconds(120), in: 0...3_600_000)
+        if window > .zero {
+            var recovery = SocketIORecoverySettings()
+            recovery.window = window
+            recovery.bufferLimit = try environment.int(
+                "SOCKETIO_RECOVERY_BUFFER_BYTES", default: 64 << 20, in: 1 << 20...16 << 30)
+            self.recovery = recovery
+        }
         let proxies = (environment.optional("SOCKETIO_TRUSTED_PROXIES") ?? "127.0.0.1,::1")
             .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         do {
@@ -65,8 +78,8 @@ package struct RealtimeSettings: Sendable {
 }
 
 extension ServicePlatform {
-    /// The service's Socket.IO server, with the Kafka adapter on `realtime.<service>` (a consumer group per
-    /// instance) so emits reach sockets held by every instance.
+    /// The service's Socket.IO server, with its realtime log on `realtime.<service>` (a consumer group per
+    /// instance): emits reach sockets held by every instance, and clients recover on any of them.
     package func makeRealtimeServer(environment: ServiceEnvironment) async throws -> RealtimeServer {
         let settings = try RealtimeSettings(environment: environment)
         var engine = EngineConfiguration()
@@ -81,6 +94,9 @@ extension ServicePlatform {
         var socketIO = SocketIOConfiguration()
         socketIO.rateLimit = settings.rateLimit
         socketIO.inboundBacklogLimit = settings.inboundBacklogLimit
+        socketIO.recovery = settings.recovery
+        let now = self.now
+        socketIO.now = { now() }
         let topic = "realtime.\(configuration.serviceName)"
         let client = configuration.kafka.clientConfiguration(clientId: configuration.serviceName)
         do {
@@ -88,18 +104,21 @@ extension ServicePlatform {
                 [
                     KafkaTopicSpecification(
                         name: topic, partitions: 1, replicationFactor: configuration.kafka.topicReplicationFactor,
-                        configs: ["retention.ms": String(KafkaRealtimeAdapter.retention.milliseconds)])
+                        configs: [
+                            "retention.ms": String(
+                                KafkaRealtimeLog.retention(window: settings.recovery?.window ?? .zero).milliseconds)
+                        ])
                 ],
                 client: client, timeout: .seconds(5), logger: logger
             )
         } catch {
             logger.warning("could not create \(topic); the broker may create it", metadata: ["error": "\(error)"])
         }
-        let adapter = KafkaRealtimeAdapter(
+        let log = KafkaRealtimeLog(
             topic: topic, producer: producer,
             consumer: consumerConfiguration(name: "realtime.\(UUID().uuidString.lowercased())"), logger: logger
         )
-        return RealtimeServer(configuration: engine, socketIO: socketIO, adapter: adapter, logger: logger)
+        return RealtimeServer(configuration: engine, socketIO: socketIO, log: log, logger: logger)
     }
 
     /// The application with `realtime` mounted: its polling routes on `router`, WebSocket upgrades, and the

@@ -32,7 +32,7 @@ struct PythonClientTests {
     struct OK: Codable, Sendable { var ok = true }
 
     /// A server with the `/secure` namespace: tokens required, `whoami`, `join` and `say` (to a room).
-    static func makeApplication(port: Int, adapter: (any RealtimeAdapter)?) async throws -> (
+    static func makeApplication(port: Int, log: (any RealtimeLog)?) async throws -> (
         some ApplicationProtocol, RealtimeServer
     ) {
         let logger = TestInfrastructure.logger("python-client-tests")
@@ -40,7 +40,7 @@ struct PythonClientTests {
         configuration.pingInterval = .milliseconds(300)
         // python-socketio times a WebSocket read out after pingInterval + pingTimeout; leave room for a loaded CI machine.
         configuration.pingTimeout = .seconds(5)
-        let realtime = RealtimeServer(configuration: configuration, adapter: adapter, logger: logger)
+        let realtime = RealtimeServer(configuration: configuration, log: log, logger: logger)
         let secure = realtime.namespace("/secure")
         secure.requireToken(try await JWTKeyCollectionForTests.verifier())
         secure.onConnect { socket in
@@ -88,7 +88,7 @@ struct PythonClientTests {
     func connects(transports: String) async throws {
         let port = TestPorts.allocate()
         let token = try await TestAuth.token("rider-1", .rider, name: "Ravi")
-        let result = try await withRunningServer(try await Self.makeApplication(port: port, adapter: nil), port: port) {
+        let result = try await withRunningServer(try await Self.makeApplication(port: port, log: nil), port: port) {
             try await Self.scenario(["basic", "http://127.0.0.1:\(port)", token, transports, "1.5"])
         }
         try #require(result["connected"] == .bool(true), "python-socketio could not connect: \(result)")
@@ -113,7 +113,7 @@ struct PythonClientTests {
                     .token(userId: "u", role: .customer)
             default: ""
             }
-        let result = try await withRunningServer(try await Self.makeApplication(port: port, adapter: nil), port: port) {
+        let result = try await withRunningServer(try await Self.makeApplication(port: port, log: nil), port: port) {
             try await Self.scenario(["basic", "http://127.0.0.1:\(port)", token, "polling,websocket", "0"])
         }
         #expect(result["connected"] == .bool(false))
@@ -127,7 +127,7 @@ struct PythonClientTests {
             try await TestAuth.token("a", .customer), try await TestAuth.token("b", .customer),
             try await TestAuth.token("c", .rider),
         ]
-        let result = try await withRunningServer(try await Self.makeApplication(port: port, adapter: nil), port: port) {
+        let result = try await withRunningServer(try await Self.makeApplication(port: port, log: nil), port: port) {
             try await Self.scenario(["rooms", "http://127.0.0.1:\(port)", "http://127.0.0.1:\(port)"] + tokens)
         }
         #expect(result["sent"] == .number("1"))
@@ -142,17 +142,17 @@ struct PythonClientTests {
         #expect(result["b"] == .array([]))
     }
 
-    @Test("two instances with the Kafka adapter: an emit on one reaches a client on the other")
+    @Test("two instances sharing the Kafka realtime log: an emit on one reaches a client on the other")
     func crossInstance() async throws {
         let brokers = try TestInfrastructure.kafkaBrokers()
         let topic = uniqueName("realtime")
-        let logger = TestInfrastructure.logger("adapter")
+        let logger = TestInfrastructure.logger("realtime-log")
         let client = KafkaClientConfiguration(bootstrapServers: [brokers], clientId: "realtime-tests")
         try await KafkaAdmin.createTopics(
             [KafkaTopicSpecification(name: topic, partitions: 1)], client: client, logger: logger)
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: client), logger: logger)
-        @Sendable func adapter() -> KafkaRealtimeAdapter {
-            KafkaRealtimeAdapter(
+        @Sendable func log() -> KafkaRealtimeLog {
+            KafkaRealtimeLog(
                 topic: topic, producer: producer,
                 consumer: KafkaConsumerConfiguration(client: client, groupId: uniqueName("instance")), logger: logger
             )
@@ -163,10 +163,9 @@ struct PythonClientTests {
             try await TestAuth.token("c", .rider),
         ]
         let result = try await withRunningServer(
-            try await Self.makeApplication(port: first, adapter: adapter()), port: first
+            try await Self.makeApplication(port: first, log: log()), port: first
         ) {
-            try await withRunningServer(try await Self.makeApplication(port: second, adapter: adapter()), port: second)
-            {
+            try await withRunningServer(try await Self.makeApplication(port: second, log: log()), port: second) {
                 try await Self.scenario(["rooms", "http://127.0.0.1:\(first)", "http://127.0.0.1:\(second)"] + tokens)
             }
         }

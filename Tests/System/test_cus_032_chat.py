@@ -5,51 +5,10 @@ import uuid
 import pytest
 
 import gateway_kit
+from chat_kit import ChatInTransit, chat_socket, history, join_when_open, send
 from gateway_kit import AssignedOrder, PROOF_PHOTO, go_online, place_order, pushes_of, until
 
 CLOSED_TEXT = "This chat is now closed"
-
-
-def chat_socket(party):
-    return party.socket("chat", ["message", "chat_closed", "access_revoked"])
-
-
-def join_when_open(client, order_id):
-    """The `join` acknowledgement once the room is open (the chat service follows orders.events)."""
-    return until(lambda: (lambda answer: answer if answer.get("ok") else None)(
-        client.call("join", {"orderId": order_id})), "the chat to open")
-
-
-def send(client, order_id, text=None, quick_reply_id=None, client_message_id=None):
-    request = {"orderId": order_id, "clientMessageId": client_message_id or str(uuid.uuid4())}
-    if quick_reply_id:
-        request["quickReplyId"] = quick_reply_id
-    else:
-        request["text"] = text
-    return client.call("message", request)
-
-
-def history(party, order_id, limit=100):
-    """The chat's messages as its REST route gives them, newest first."""
-    return party.call("GET", f"/v1/orders/{order_id}/chat/messages?limit={limit}")["messages"]
-
-
-class ChatInTransit:
-    """An order picked up, with the customer's and the rider's chat sockets joined to its room; closed on exit."""
-
-    def __init__(self, cast):
-        self.order = AssignedOrder(cast)
-        self.customer, self.rider = chat_socket(cast.customer), chat_socket(cast.rider)
-
-    def __enter__(self):
-        self.order.pick_up()
-        join_when_open(self.customer, self.order.id)
-        join_when_open(self.rider, self.order.id)
-        return self
-
-    def __exit__(self, *_):
-        for client in (self.customer, self.rider, self.order):
-            client.close()
 
 
 def error_code(answer):

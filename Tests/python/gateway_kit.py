@@ -13,6 +13,7 @@ from pathlib import Path
 import requests
 import socketio
 
+from recovering_client import RecoveringSocket
 from scenario_kit import SocketClient, now
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,6 +120,15 @@ class Party:
                     raise
                 time.sleep(0.5)
 
+    def recovering_socket(self, kind, url=None):
+        """A raw-protocol client of one namespace that recovers its session as socket.io-client 4.x does; through
+        the gateway, or straight to a service instance at `url`."""
+        path, namespace = SOCKETS[kind]
+        if url:
+            path = "socket.io"
+        return RecoveringSocket(url or self.gateway.url, namespace, {"token": self.token}, path=path,
+                                ca_file=self.gateway.certificate)
+
     def register_device(self, platform="android"):
         # APNs device tokens are 64 hexadecimal digits; FCM tokens use a URL-safe alphabet.
         token = uuid.uuid4().hex * 2 if platform == "ios" else f"{platform}-{self.id}-{uuid.uuid4().hex[:8]}"
@@ -203,8 +213,8 @@ def describe_running_system(system, cast):
     lines = ["", "The delivery platform is running (Ctrl-C stops everything).", "",
              f"  gateway    {system.gateway_url}   (http://127.0.0.1:{system.profile.gateway_http_port} redirects)",
              f"  TLS        self-signed: curl --cacert {system.tls_certificate} {system.gateway_url}/health"]
-    for name, port in system.profile.service_ports.items():
-        lines.append(f"  {name:<21}http://127.0.0.1:{port}  (/health /ready /metrics)")
+    for name in system.profile.all_instances:
+        lines.append(f"  {name:<21}http://127.0.0.1:{system.profile.port(name)}  (/health /ready /metrics)")
     lines += [f"  Postgres   postgres://postgres@127.0.0.1:{system.profile.postgres_port}/delivery",
               f"  Kafka      127.0.0.1:{system.profile.broker_port} (Tansu)",
               f"  logs       {system.runtime}/logs/", "",
@@ -259,6 +269,28 @@ def offer_for(rider, offers, order_id, seconds=60):
 
 def assigned_rider(party, order_id):
     return until(lambda: party.call("GET", f"/v1/orders/{order_id}").get("rider"), "the rider to be assigned")
+
+
+def offer_made_while_away(cast, rider_socket):
+    """The cast's rider goes online with `rider_socket` (and a device, so an offer can reach them by push); an order
+    becomes ready while the socket is down. Returns the order's id once the rider holds its offer."""
+    cast.rider.register_device("android")
+    go_online(cast.rider, cast.spot)
+    order_id = place_order(cast)["id"]
+    cast.vendor.call("POST", f"/v1/orders/{order_id}/accept")
+    rider_socket.drop()
+    cast.vendor.call("POST", f"/v1/orders/{order_id}/ready")
+    until(lambda: cast.rider.request("GET", "/v1/riders/me/offer").status_code == 200, "the offer to be made")
+    return order_id
+
+
+def assert_offer_recovered_once(rider_socket, order_id):
+    """The rider's socket recovered, got the offer for `order_id` as one missed emit, and confirms receipt."""
+    assert rider_socket.recovered
+    offers = rider_socket.wait_for("offer", 1)
+    assert [offer["orderId"] for offer in offers] == [order_id]
+    assert rider_socket.call("received", {"offerId": offers[0]["offerId"]})["offerId"] == offers[0]["offerId"]
+    assert len(rider_socket.received("offer")) == 1
 
 
 class AssignedOrder:

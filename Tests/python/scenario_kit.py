@@ -155,12 +155,17 @@ class SocketClient:
         self.client = socketio.Client(reconnection=reconnection, reconnection_delay=0.5, reconnection_delay_max=2,
                                       http_session=http_session,
                                       websocket_extra_options={"class_": SerializedWebSocket})
+        self.offsets = []
         for name in events:
-            self.client.on(name, (lambda event: lambda data: self._record(event, data, on_event))(name), namespace=namespace)
+            # Emits to rooms carry their recovery offset as a last argument (Socket.IO connection state recovery).
+            self.client.on(name, (lambda event: lambda data, *offset: self._record(event, data, offset, on_event))(name),
+                           namespace=namespace)
         self.client.connect(url, namespaces=[namespace], auth={"token": token}, socketio_path=path, wait_timeout=10)
 
-    def _record(self, event, data, on_event):
+    def _record(self, event, data, offset, on_event):
         self.events.append([event, data])
+        if offset:
+            self.offsets.append(int(offset[-1]))
         if on_event:
             on_event(self, event, data)
 

@@ -3,6 +3,7 @@ in front of them (TLS with a self-signed certificate, WebSockets, routing). `mak
 seeds demo data; the system tests start it with their own ports and kill and restart services in it.
 
     system.py run      start everything, seed the demo data, print tokens, stop everything on Ctrl-C
+                       (INSTANCES=N: N instances of every service behind the gateway, default 1)
 """
 import argparse
 import dataclasses
@@ -55,6 +56,22 @@ class Profile:
     gateway_https_port: int
     service_ports: dict
     service_environment: dict = dataclasses.field(default_factory=dict)
+    # Instances of every service: instance k (from 1) of a service listens on its port + 10 * (k - 1) and is named
+    # SERVICE (the first) or SERVICE-k in logs and in System's methods.
+    instances: int = 1
+
+    def instance_names(self, service):
+        return [service] + [f"{service}-{k}" for k in range(2, self.instances + 1)]
+
+    def port(self, instance):
+        service, _, number = instance.rpartition("-")
+        if instance in self.service_ports:
+            return self.service_ports[instance]
+        return self.service_ports[service] + 10 * (int(number) - 1)
+
+    @property
+    def all_instances(self):
+        return [name for service in SERVICES for name in self.instance_names(service)]
 
 
 RUN = Profile(
@@ -135,11 +152,12 @@ class System:
         return f"https://127.0.0.1:{self.profile.gateway_https_port}"
 
     def service_url(self, name):
-        return f"http://127.0.0.1:{self.profile.service_ports[name]}"
+        """The URL of a service instance (its first instance when given the service's name)."""
+        return f"http://127.0.0.1:{self.profile.port(name)}"
 
     def start(self):
         ports = [self.profile.postgres_port, self.profile.broker_port, self.profile.gateway_http_port,
-                 self.profile.gateway_https_port, *self.profile.service_ports.values()]
+                 self.profile.gateway_https_port, *map(self.profile.port, self.profile.all_instances)]
         busy = [port for port in ports if port_in_use(port)]
         if busy:
             raise SystemExit(f"ports {busy} are in use: is the '{self.profile.name}' system already running? "
@@ -157,10 +175,11 @@ class System:
         self.public_key = subprocess.run(
             [self.bin / "devtoken", "--init-keys", "--key-dir", DEV_KEY_DIR],
             check=True, capture_output=True, text=True).stdout.strip()
-        log("starting the five services")
-        for name in SERVICES:
+        log("starting the five services" + (f", {self.profile.instances} instances each" if self.profile.instances > 1
+                                            else ""))
+        for name in self.profile.all_instances:
             self.start_service(name, wait=False)
-        for name in SERVICES:
+        for name in self.profile.all_instances:
             self.wait_until_ready(name)
         log(f"starting the gateway on https://127.0.0.1:{self.profile.gateway_https_port}")
         self.start_gateway()
@@ -196,7 +215,7 @@ class System:
             "DATABASE_TLS": "disable",
             "KAFKA_BROKERS": f"127.0.0.1:{self.profile.broker_port}",
             "JWT_ISSUER": JWT_ISSUER, "JWT_AUDIENCE": JWT_AUDIENCE, "JWT_PUBLIC_KEY_FILE": self.public_key,
-            "HTTP_HOST": "127.0.0.1", "HTTP_PORT": str(self.profile.service_ports[name]),
+            "HTTP_HOST": "127.0.0.1", "HTTP_PORT": str(self.profile.port(name)),
             "LOG_LEVEL": os.environ.get("LOG_LEVEL", "info"),
             # No FCM or APNs credentials locally: pushes are logged (redacted) and kept in the notification log.
             "PUSH_LOG_PROVIDER": "true",
@@ -206,10 +225,12 @@ class System:
         return environment
 
     def start_service(self, name, wait=True):
-        """Starts (or restarts) one service; its output is appended to logs/NAME.log (and echoed by `make run`)."""
+        """Starts (or restarts) one service instance; its output is appended to logs/NAME.log (and echoed by `make
+        run`)."""
         log_file = open(self.runtime / "logs" / f"{name}.log", "a")
+        executable = next(service for service in SERVICES if name in self.profile.instance_names(service))
         process = subprocess.Popen(
-            [self.bin / name], env=self.service_environment(name), stdin=subprocess.DEVNULL,
+            [self.bin / executable], env=self.service_environment(name), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE if self.echo_logs else log_file, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
@@ -297,8 +318,14 @@ class System:
             "NGINX_USER": "user root;" if os.geteuid() == 0 else "",
             **GATEWAY_LIMITS,
         }
-        values.update({variable: f"127.0.0.1:{self.profile.service_ports[name]}" for name, variable in SERVICES.items()})
-        (directory / "gateway.conf").write_text(render(GATEWAY_TEMPLATES / "gateway.conf.template", values))
+        gateway_conf = GATEWAY_TEMPLATES.joinpath("gateway.conf.template").read_text()
+        for name, variable in SERVICES.items():
+            servers = " ".join(f"server 127.0.0.1:{self.profile.port(instance)};"
+                               for instance in self.profile.instance_names(name))
+            gateway_conf = gateway_conf.replace("server ${" + variable + "};", servers)
+        rendered = directory / "gateway.conf.template"
+        rendered.write_text(gateway_conf)
+        (directory / "gateway.conf").write_text(render(rendered, values))
         (directory / "nginx.conf").write_text(render(GATEWAY_TEMPLATES / "nginx.conf.template", values))
         (directory / "socket.conf").write_text(render(GATEWAY_TEMPLATES / "socket.conf.template", values))
         check = subprocess.run([nginx_executable(), "-t", "-p", directory, "-c", directory / "nginx.conf"],
@@ -319,7 +346,10 @@ def main():
     parser.add_argument("command", choices=["run"])
     parser.parse_args()
 
-    system = System(RUN, echo_logs=True)
+    instances = int(os.environ.get("INSTANCES", "1"))
+    if not 1 <= instances <= 9:
+        raise SystemExit(f"INSTANCES={instances}: give 1 to 9 instances per service")
+    system = System(dataclasses.replace(RUN, instances=instances), echo_logs=True)
     stopping = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())

@@ -33,7 +33,8 @@ package enum AllocationService: ServiceDefinition {
             instanceId: realtime.socketIO.instanceId, now: platform.now, logger: platform.logger)
         riders.onConnect { socket in
             await notifier.connected(socket)
-            await notifier.resendPendingOffer(to: socket)
+            // A recovered socket got its missed emits, the offer among them.
+            if !socket.recovered { await notifier.resendPendingOffer(to: socket) }
         }
         riders.forgetPresenceOnDisconnect(workflow.presence, database: platform.database, logger: platform.logger)
         riders.reportAppState(to: workflow.presence, database: platform.database)

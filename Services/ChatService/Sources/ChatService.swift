@@ -43,6 +43,9 @@ package enum ChatService: ServiceDefinition {
         namespace.on("message", ChatHandlers.SendRequest.self) { socket, request in
             try await handlers.send(socket, request)
         }
+        namespace.checkRecoveredRooms { user, socketId, rooms in
+            await handlers.recoveredRooms(user: user, socketId: socketId, rooms: rooms)
+        }
         namespace.forgetPresenceOnDisconnect(workflow.presence, database: platform.database, logger: platform.logger)
         namespace.reportAppState(to: workflow.presence, database: platform.database)
 

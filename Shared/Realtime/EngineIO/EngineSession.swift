@@ -152,8 +152,8 @@ package final class EngineSession: Sendable {
 
     /// Sends packets in order, together (a Socket.IO packet and its binary attachments never interleave with
     /// another). Over the outbound limit the session closes (``EngineCloseReason/outboundBacklogFull``).
-    /// - Parameter latestKey: for a single packet: replaces a packet with the same key that still waits for the
-    ///   peer (only the latest matters, e.g. a position), instead of queueing behind it.
+    /// - Parameter latestKey: for a single packet: drops a packet with the same key that still waits for the peer
+    ///   (only the latest matters, e.g. a position) instead of sending both.
     package func send(_ packets: [EnginePacket], latestKey: String? = nil) {
         let bytes = packets.reduce(0) { $0 + $1.byteCount }
         enum Outcome {
@@ -164,12 +164,12 @@ package final class EngineSession: Sendable {
         }
         let outcome = state.withLock { state -> Outcome in
             guard state.closeReason == nil else { return .none }
+            // The newer packet goes to the end of the queue, so packets stay in the order they were emitted in
+            // (their recovery offsets never go backwards).
             if let latestKey, packets.count == 1,
                 let index = state.queue.firstIndex(where: { $0.latestKey == latestKey })
             {
-                state.pendingBytes += bytes - state.queue[index].packet.byteCount
-                state.queue[index].packet = packets[0]
-                return .none
+                state.pendingBytes -= state.queue.remove(at: index).packet.byteCount
             }
             if state.pendingBytes > 0 && state.pendingBytes + bytes > outboundLimit { return .overflow }
             state.pendingBytes += bytes

@@ -10,10 +10,12 @@ import Synchronization
 package final class SocketIONamespace: Sendable {
     package typealias EventHandler = @Sendable (SocketIOSocket, SocketIOArguments, SocketIOAck?) async -> Void
     package typealias Authorizer = @Sendable (SocketIOHandshake) async throws -> SocketIOCredentials?
+    /// Given the user, the socket id and the rooms of a socket being recovered, the rooms it may have back.
+    package typealias RecoveryCheck = @Sendable (any SocketIOUser, String, Set<String>) async -> Set<String>
 
     package let name: String
     let logger: Logger
-    private let server: SocketIOServer
+    let server: SocketIOServer
     private let connectedGauge: Gauge
 
     private struct Registry: Sendable {
@@ -22,6 +24,7 @@ package final class SocketIONamespace: Sendable {
         var connectHandlers: [@Sendable (SocketIOSocket) async -> Void] = []
         var disconnectHandlers: [@Sendable (SocketIOSocket, SocketIODisconnectReason) async -> Void] = []
         var rateLimit: SocketIORateLimit?
+        var recoveryCheck: RecoveryCheck?
     }
 
     private struct Members: Sendable {
@@ -117,7 +120,15 @@ package final class SocketIONamespace: Sendable {
         }
     }
 
-    /// Runs after a socket connected (and joined its own rooms).
+    /// Decides which of its rooms a socket being recovered may have back (the user's access may have changed while
+    /// it was away); it gets the emits it missed only in those. Without a check every room is restored.
+    package func checkRecoveredRooms(_ check: @escaping RecoveryCheck) {
+        registry.withLock { $0.recoveryCheck = check }
+    }
+
+    var recoveryCheck: RecoveryCheck? { registry.withLock { $0.recoveryCheck } }
+
+    /// Runs after a socket connected (and joined its own rooms), or was recovered (``SocketIOSocket/recovered``).
     package func onConnect(_ handler: @escaping @Sendable (SocketIOSocket) async -> Void) {
         registry.withLock { $0.connectHandlers.append(handler) }
     }
@@ -145,36 +156,37 @@ package final class SocketIONamespace: Sendable {
     /// The room every socket of `userId` joins.
     package static func userRoom(_ userId: String) -> String { "user:\(userId)" }
 
-    /// Emits to every socket in any of `rooms`, on this instance and (through the adapter) on the others.
+    /// Emits to every socket in any of `rooms`, on every instance: through the realtime log, which gives the emit
+    /// its recovery offset.
     /// - Parameters:
-    ///   - localOnly: deliver only on this instance (when every instance gets the source event anyway).
+    ///   - dedupeKey: set when every instance emits the same thing (each consumed the same event): only the first
+    ///     emit with the key is delivered.
     ///   - latestKey: only the latest matters (a position): an emit of `event` with the same key that still waits
-    ///     for a slow client is replaced rather than queued behind (Socket.IO's volatile emits, but keeping the
-    ///     newest instead of dropping it).
+    ///     for a slow client is dropped for the newer one (Socket.IO's volatile emits, but keeping the newest), and
+    ///     recovery replays only the latest.
     package func emit(
         _ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: Set<String> = [],
-        localOnly: Bool = false, latestKey: String? = nil
+        dedupeKey: String? = nil, latestKey: String? = nil
     ) async {
         let packets = SocketIOConnection.eventPackets(namespace: name, event: event, arguments: arguments, ackId: nil)
         let key = latestKey.map { Self.pendingKey(namespace: name, event: event, key: $0) }
-        deliver(packets, toRooms: rooms, except: except, latestKey: key)
-        if !localOnly {
-            await server.publish(namespace: name, rooms: rooms, except: except, packets: packets, latestKey: key)
-        }
+        await server.broadcast(
+            namespace: self, rooms: rooms, except: except, packets: packets, latestKey: key,
+            dedupeKey: dedupeKey.map { "\(name)|\(event)|\($0)" })
     }
 
     /// The key of a replaceable pending packet: the same key of another event or namespace is another packet.
     static func pendingKey(namespace: String, event: String, key: String) -> String { "\(namespace)|\(event)|\(key)" }
 
     /// Emits one payload (encoded with the contracts' JSON coding) to every socket in `room`.
-    /// - Parameter latestKey: see ``emit(_:_:toRooms:except:localOnly:latestKey:)``.
+    /// - Parameter latestKey: see ``emit(_:_:toRooms:except:dedupeKey:latestKey:)``.
     package func emit(
-        _ event: String, _ payload: some Encodable, toRoom room: String, localOnly: Bool = false,
+        _ event: String, _ payload: some Encodable, toRoom room: String, dedupeKey: String? = nil,
         latestKey: String? = nil
     ) async {
         do {
             await emit(
-                event, try SocketIOArguments(encoding: payload), toRooms: [room], localOnly: localOnly,
+                event, try SocketIOArguments(encoding: payload), toRooms: [room], dedupeKey: dedupeKey,
                 latestKey: latestKey)
         } catch {
             logger.error("could not encode \(event)", metadata: ["error": "\(error)"])
@@ -182,9 +194,10 @@ package final class SocketIONamespace: Sendable {
     }
 
     /// Emits to every socket of `userId` (on every instance).
-    package func emit(_ event: String, _ payload: some Encodable, toUser userId: String, localOnly: Bool = false) async
+    package func emit(_ event: String, _ payload: some Encodable, toUser userId: String, dedupeKey: String? = nil)
+        async
     {
-        await emit(event, payload, toRoom: Self.userRoom(userId), localOnly: localOnly)
+        await emit(event, payload, toRoom: Self.userRoom(userId), dedupeKey: dedupeKey)
     }
 
     /// The sockets in `room` on this instance.
@@ -195,8 +208,12 @@ package final class SocketIONamespace: Sendable {
     /// The sockets of this namespace on this instance.
     package var sockets: [SocketIOSocket] { members.withLock { Array($0.sockets.values) } }
 
-    /// Sends already encoded packets to the local sockets in `rooms`, each socket once.
-    func deliver(_ packets: [EnginePacket], toRooms rooms: [String], except: Set<String>, latestKey: String? = nil) {
+    /// Sends already encoded packets to the local sockets in `rooms`, each socket once; `offset` is the emit's
+    /// position in the realtime log.
+    func deliver(
+        _ packets: [EnginePacket], toRooms rooms: [String], except: Set<String>, latestKey: String? = nil,
+        offset: Int64? = nil
+    ) {
         let targets = members.withLock { members -> [SocketIOSocket] in
             if rooms.count == 1 {
                 return (members.rooms[rooms[0]] ?? [:]).values.filter { !except.contains($0.id) }
@@ -210,7 +227,10 @@ package final class SocketIONamespace: Sendable {
             }
             return targets
         }
-        for socket in targets { socket.connection.send(packets, latestKey: latestKey) }
+        for socket in targets {
+            if let offset { socket.sent(offset) }
+            socket.connection.send(packets, latestKey: latestKey)
+        }
     }
 
     // MARK: Membership
@@ -219,7 +239,9 @@ package final class SocketIONamespace: Sendable {
 
     func handler(for event: String) -> EventHandler? { registry.withLock { $0.handlers[event] } }
 
-    func connected(_ socket: SocketIOSocket) async {
+    /// Adds the socket and its own rooms (its id, its user's; a recovered socket's others too): emits to them
+    /// reach it from now on.
+    func register(_ socket: SocketIOSocket, rooms: Set<String> = []) {
         let count = members.withLock { members -> Int in
             members.sockets[socket.id] = socket
             return members.sockets.count
@@ -227,20 +249,31 @@ package final class SocketIONamespace: Sendable {
         connectedGauge.record(count)
         socket.join(socket.id)
         if let user = socket.user { socket.join(Self.userRoom(user.userId)) }
+        for room in rooms { socket.join(room) }
+    }
+
+    /// Runs the connect handlers of a registered socket, then records its session for recovery.
+    func connected(_ socket: SocketIOSocket) async {
         for handler in registry.withLock({ $0.connectHandlers }) { await handler(socket) }
+        socket.markAnnounced()
+        server.record(socket, state: .connected)
     }
 
     func disconnected(_ socket: SocketIOSocket, reason: SocketIODisconnectReason) async {
         let rooms = socket.markDisconnected()
+        // A socket restored meanwhile (same id, another object) keeps its place.
         let count = members.withLock { members -> Int in
-            members.sockets.removeValue(forKey: socket.id)
-            for room in rooms {
+            if members.sockets[socket.id] === socket { members.sockets.removeValue(forKey: socket.id) }
+            for room in rooms where members.rooms[room]?[socket.id] === socket {
                 members.rooms[room]?.removeValue(forKey: socket.id)
                 if members.rooms[room]?.isEmpty == true { members.rooms.removeValue(forKey: room) }
             }
             return members.sockets.count
         }
         connectedGauge.record(count)
+        // Restored on another instance: the session lives there now.
+        if socket.movedAway { return }
+        server.record(socket, state: reason.isRecoverable ? .disconnected : .ended, rooms: rooms)
         for handler in registry.withLock({ $0.disconnectHandlers }) { await handler(socket, reason) }
     }
 
@@ -250,6 +283,7 @@ package final class SocketIONamespace: Sendable {
 
     func remove(_ socket: SocketIOSocket, from room: String) {
         members.withLock { members in
+            guard members.rooms[room]?[socket.id] === socket else { return }
             members.rooms[room]?.removeValue(forKey: socket.id)
             if members.rooms[room]?.isEmpty == true { members.rooms.removeValue(forKey: room) }
         }

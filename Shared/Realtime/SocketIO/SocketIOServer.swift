@@ -4,23 +4,46 @@ import Logging
 import Synchronization
 
 /// Socket.IO v5 on top of an ``EngineServer``: namespaces, connection authorization, events and
-/// acknowledgements, rooms, and cross-instance fan-out through a ``RealtimeAdapter``.
+/// acknowledgements, rooms, fan-out to every instance through a ``RealtimeLog``, and connection state recovery
+/// (Socket.IO v4.6) on whichever instance a client reconnects to.
+///
+/// Every emit is appended to the log and delivered when the log applies it, on every instance in the same order:
+/// its position is the offset clients see, so a socket restored anywhere gets exactly the emits after the last
+/// one it received. Without a log (one process, tests) emits are applied in place, in the same way.
 package final class SocketIOServer: EngineHandler, Sendable {
     let logger: Logger
-    /// Identifies this process in broadcasts, so it skips its own when they come back from the adapter.
+    /// Identifies this process in the log.
     package let instanceId: String
     private let namespaces = Mutex<[String: SocketIONamespace]>([:])
     private let connections = Mutex<[String: SocketIOConnection]>([:])
-    private let adapter: (any RealtimeAdapter)?
+    private let log: (any RealtimeLog)?
     let configuration: SocketIOConfiguration
 
+    private struct LogState {
+        var ledger: RecoveryLedger
+        /// The next offset when there is no log.
+        var nextLocalOffset: Int64 = 0
+        /// The log was read up to this instance's start marker: before, its records predate every local socket.
+        var caughtUp: Bool
+    }
+
+    private let logState: Mutex<LogState>
+    /// Session records wait here to be appended in order.
+    private let sessionRecords: AsyncStream<RealtimeRecord>
+    private let sessionRecordsInput: AsyncStream<RealtimeRecord>.Continuation
+
     package init(
-        configuration: SocketIOConfiguration = SocketIOConfiguration(), adapter: (any RealtimeAdapter)?, logger: Logger
+        configuration: SocketIOConfiguration = SocketIOConfiguration(), log: (any RealtimeLog)?, logger: Logger
     ) {
         self.configuration = configuration
-        self.adapter = adapter
+        self.log = log
         self.logger = logger
         self.instanceId = UUID().uuidString
+        self.logState = Mutex(
+            LogState(
+                ledger: RecoveryLedger(settings: configuration.recovery ?? SocketIORecoverySettings()),
+                caughtUp: log == nil))
+        (sessionRecords, sessionRecordsInput) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(100_000))
     }
 
     /// The namespace `name` (e.g. `/chat`), created on first use. Clients can connect only to created ones.
@@ -115,6 +138,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
         guard connection.socket(in: namespace.name) == nil else {
             throw EngineProtocolError("CONNECT twice to one namespace")
         }
+        await waitUntilCaughtUp()
         let handshake = SocketIOHandshake(
             auth: packet.data, query: connection.session.query, headers: connection.session.headers)
         var credentials: SocketIOCredentials?
@@ -132,17 +156,85 @@ package final class SocketIOServer: EngineHandler, Sendable {
                 return
             }
         }
-        let socket = SocketIOSocket(
-            id: EngineServer.makeSessionId(), namespace: namespace, user: credentials?.user,
-            handshake: handshake, connection: connection
-        )
-        guard connection.attach(socket) else { throw EngineProtocolError("CONNECT twice to one namespace") }
+        if configuration.recovery != nil, let request = RecoveryRequest(auth: packet.data),
+            let socket = try await restore(
+                request, in: namespace, handshake: handshake, user: credentials?.user, on: connection)
+        {
+            RealtimeMetrics.recoveries.increment()
+            await namespace.connected(socket)
+            if let expiresAt = credentials?.expiresAt { socket.expire(at: expiresAt) }
+            return
+        }
+        let pid = configuration.recovery == nil ? nil : EngineServer.makeSessionId()
+        let socket = try logState.withLock { state throws(EngineProtocolError) -> SocketIOSocket in
+            let socket = SocketIOSocket(
+                id: EngineServer.makeSessionId(), namespace: namespace, user: credentials?.user,
+                handshake: handshake, connection: connection, pid: pid, since: state.ledger.head
+            )
+            guard connection.attach(socket) else { throw EngineProtocolError("CONNECT twice to one namespace") }
+            namespace.register(socket)
+            connection.send([EnginePacket(.message, Self.connectAnswer(socket).encoded)])
+            return socket
+        }
         connection.session.claim()
-        let answer = SocketIOPacket(
-            type: .connect, namespace: namespace.name, data: .object(JSONObject([("sid", .string(socket.id))])))
-        connection.send([EnginePacket(.message, answer.encoded)])
         await namespace.connected(socket)
         if let expiresAt = credentials?.expiresAt { socket.expire(at: expiresAt) }
+    }
+
+    /// The CONNECT answer: the socket id, and the private session id when recovery is on.
+    private static func connectAnswer(_ socket: SocketIOSocket) -> SocketIOPacket {
+        var fields: [(key: String, value: JSONValue)] = [("sid", .string(socket.id))]
+        if let pid = socket.pid { fields.append(("pid", .string(pid))) }
+        return SocketIOPacket(type: .connect, namespace: socket.namespace.name, data: .object(JSONObject(fields)))
+    }
+
+    /// Restores the session a client asks back, if it may be: the same user, within the window, and every emit it
+    /// missed still held. The missed emits go out before the CONNECT answer, as Socket.IO sends them; nil leaves
+    /// the client to connect afresh (it sees a new `pid` and reloads its state).
+    private func restore(
+        _ request: RecoveryRequest, in namespace: SocketIONamespace, handshake: SocketIOHandshake,
+        user: (any SocketIOUser)?, on connection: SocketIOConnection
+    ) async throws(EngineProtocolError) -> SocketIOSocket? {
+        let now = configuration.now()
+        guard
+            let preview = logState.withLock({
+                $0.ledger.restoration(
+                    pid: request.pid, namespace: namespace.name, userId: user?.userId, offset: request.offset, now: now)
+            })
+        else { return nil }
+        var rooms = Set(preview.session.rooms)
+        if let user, let check = namespace.recoveryCheck { rooms = await check(user, preview.session.sid, rooms) }
+        let allowed = rooms
+        let restored = try logState.withLock { state throws(EngineProtocolError) -> SocketIOSocket? in
+            // Checked again: a record applied while the rooms were checked may have changed the session.
+            guard
+                let restoration = state.ledger.restoration(
+                    pid: request.pid, namespace: namespace.name, userId: user?.userId, offset: request.offset, now: now)
+            else { return nil }
+            let session = restoration.session
+            let socket = SocketIOSocket(
+                id: session.sid, namespace: namespace, user: user, handshake: handshake, connection: connection,
+                pid: session.pid, since: session.since, recovered: true
+            )
+            guard connection.attach(socket) else { throw EngineProtocolError("CONNECT twice to one namespace") }
+            // The same client's previous socket may still be held here (its connection not yet seen dropped).
+            namespace.sockets.first { $0.id == session.sid }?.moveAway()
+            namespace.register(socket, rooms: allowed.subtracting([session.sid]))
+            var lastSent = request.offset
+            for entry in restoration.missed where entry.rooms.contains(where: allowed.contains) {
+                connection.send(entry.packets, latestKey: entry.latestKey)
+                lastSent = entry.offset
+            }
+            if let lastSent { socket.sent(lastSent) }
+            connection.send([EnginePacket(.message, Self.connectAnswer(socket).encoded)])
+            var moved = session
+            moved.state = .connected
+            moved.rooms = Array(socket.rooms)
+            state.ledger.restored(moved, namespace: namespace.name, owner: instanceId, at: now)
+            return socket
+        }
+        if restored != nil { connection.session.claim() }
+        return restored
     }
 
     private func refuse(_ namespace: String, _ refusal: SocketIOConnectRefusal, on connection: SocketIOConnection) {
@@ -154,12 +246,14 @@ package final class SocketIOServer: EngineHandler, Sendable {
         connection.send([EnginePacket(.message, packet.encoded)])
     }
 
-    // MARK: Cross-instance
+    // MARK: The realtime log
 
-    func publish(
-        namespace: String, rooms: [String], except: Set<String>, packets: [EnginePacket], latestKey: String?
+    /// Appends an emit to the log (or, without one, applies it in place). If the log cannot take it, the emit is
+    /// still delivered to this instance's sockets, without an offset.
+    func broadcast(
+        namespace: SocketIONamespace, rooms: [String], except: Set<String>, packets: [EnginePacket],
+        latestKey: String?, dedupeKey: String?
     ) async {
-        guard let adapter else { return }
         var text = ""
         var attachments: [String] = []
         for packet in packets {
@@ -168,26 +262,147 @@ package final class SocketIOServer: EngineHandler, Sendable {
             case .binary(let bytes): attachments.append(Data(bytes).base64EncodedString())
             }
         }
-        let broadcast = RealtimeBroadcast(
-            origin: instanceId, namespace: namespace, rooms: rooms, except: Array(except), packet: text,
-            attachments: attachments, latestKey: latestKey
+        let record = RealtimeRecord(
+            origin: instanceId, namespace: namespace.name, at: configuration.now(),
+            broadcast: RealtimeBroadcast(
+                rooms: rooms, except: except.sorted(), packet: text, attachments: attachments, latestKey: latestKey,
+                dedupeKey: dedupeKey)
         )
+        guard let log else {
+            applyInPlace(record)
+            return
+        }
         do {
-            try await adapter.publish(broadcast)
+            try await log.append(record)
         } catch {
-            logger.warning("could not publish a broadcast to other instances", metadata: ["error": "\(error)"])
+            RealtimeMetrics.logAppendFailures.increment()
+            logger.warning(
+                "could not append an emit to the realtime log; delivered on this instance only",
+                metadata: ["error": "\(error)"])
+            namespace.deliver(packets, toRooms: rooms, except: except, latestKey: latestKey)
         }
     }
 
-    /// A broadcast from another instance: deliver it to the local sockets.
-    package func deliver(_ broadcast: RealtimeBroadcast) {
-        guard broadcast.origin != instanceId, let namespace = namespaces.withLock({ $0[broadcast.namespace] }) else {
-            return
+    /// Records a socket's session for recovery: connected (with its rooms), disconnected, or ended.
+    func record(_ socket: SocketIOSocket, state: RecoverableSession.State, rooms: Set<String>? = nil) {
+        guard configuration.recovery != nil, let pid = socket.pid else { return }
+        let record = RealtimeRecord(
+            origin: instanceId, namespace: socket.namespace.name, at: configuration.now(),
+            session: RecoverableSession(
+                pid: pid, sid: socket.id, userId: socket.user?.userId, rooms: Array(rooms ?? socket.rooms).sorted(),
+                state: state, since: socket.since, lastSent: socket.lastSent,
+                disconnectedAt: state == .disconnected ? logState.withLock { $0.ledger.head } : nil)
+        )
+        if log == nil {
+            applyInPlace(record)
+        } else {
+            sessionRecordsInput.yield(record)
         }
-        let packets =
-            [EnginePacket(.message, broadcast.packet)]
-            + broadcast.attachments.compactMap { Data(base64Encoded: $0).map { EnginePacket.binary(Array($0)) } }
-        namespace.deliver(
-            packets, toRooms: broadcast.rooms, except: Set(broadcast.except), latestKey: broadcast.latestKey)
+    }
+
+    private func applyInPlace(_ record: RealtimeRecord) {
+        let movedAway = logState.withLock { state in
+            defer { state.nextLocalOffset += 1 }
+            return apply(state.nextLocalOffset, record, to: &state)
+        }
+        movedAway?.moveAway()
+    }
+
+    /// Applies a record read from the log.
+    package func apply(_ offset: Int64, _ record: RealtimeRecord) {
+        let movedAway = logState.withLock { apply(offset, record, to: &$0) }
+        movedAway?.moveAway()
+    }
+
+    /// Applies a record under the log lock (so a socket being restored sees either all of it or none); returns a
+    /// local socket whose session moved to another instance.
+    private func apply(_ offset: Int64, _ record: RealtimeRecord, to state: inout LogState) -> SocketIOSocket? {
+        let namespace = namespaces.withLock { $0[record.namespace] }
+        if let broadcast = record.broadcast {
+            guard
+                let packets = state.ledger.apply(
+                    broadcast, namespace: record.namespace, at: record.at, offset: offset,
+                    withOffset: configuration.recovery != nil, now: configuration.now()),
+                state.caughtUp, let namespace
+            else { return nil }
+            namespace.deliver(
+                packets, toRooms: broadcast.rooms, except: Set(broadcast.except), latestKey: broadcast.latestKey,
+                offset: configuration.recovery == nil ? nil : offset)
+            return nil
+        }
+        if let session = record.session {
+            let moved = state.ledger.apply(
+                session, namespace: record.namespace, origin: record.origin, at: record.at, offset: offset)
+            guard moved, record.origin != instanceId, let namespace else { return nil }
+            return namespace.sockets.first { $0.id == session.sid && $0.pid == session.pid }
+        }
+        state.ledger.skip(offset)
+        if record.origin == instanceId && !state.caughtUp {
+            state.caughtUp = true
+            logger.info("realtime log read up to this instance's start", metadata: ["realtime.offset": "\(offset)"])
+        }
+        return nil
+    }
+
+    /// Connections wait (up to 10 s) until the log was read up to this instance's start, so the emits before it
+    /// are held for recovery and never delivered late to new sockets.
+    private func waitUntilCaughtUp() async {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !logState.withLock({ $0.caughtUp }) {
+            guard ContinuousClock.now < deadline else {
+                logger.warning("accepting a connection before the realtime log caught up")
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Reads the log and appends session records until ``finishSessionRecords()`` (then the last session records
+    /// are appended and reading stops) or cancellation; first appends this instance's start marker.
+    package func runLog() async throws {
+        guard let log else { return }
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask {
+                try await log.run { offset, record in self.apply(offset, record) }
+            }
+            while true {
+                do {
+                    try await log.append(RealtimeRecord(origin: instanceId, namespace: "/", at: configuration.now()))
+                    break
+                } catch {
+                    logger.warning(
+                        "could not append the start marker to the realtime log", metadata: ["error": "\(error)"])
+                    try await Task.sleep(for: .seconds(1))
+                }
+            }
+            for await record in sessionRecords {
+                do {
+                    try await log.append(record)
+                } catch {
+                    logger.warning("could not record a session for recovery", metadata: ["error": "\(error)"])
+                }
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// No more session records: the last ones are appended, then ``runLog()`` may end.
+    package func finishSessionRecords() { sessionRecordsInput.finish() }
+}
+
+/// What a reconnecting client sends in its CONNECT `auth` to recover: Socket.IO's `pid` and the offset of the last
+/// emit it received (none if it received none since it connected: a departure from Socket.IO, which then cannot
+/// recover).
+struct RecoveryRequest {
+    var pid: String
+    var offset: Int64?
+
+    init?(auth: JSONValue?) {
+        guard let pid = auth?["pid"]?.stringValue, !pid.isEmpty else { return nil }
+        self.pid = pid
+        if let offset = auth?["offset"]?.stringValue {
+            guard let parsed = Int64(offset), parsed >= 0 else { return nil }
+            self.offset = parsed
+        }
     }
 }

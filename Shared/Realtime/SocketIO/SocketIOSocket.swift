@@ -11,6 +11,14 @@ package final class SocketIOSocket: Sendable {
     package let namespace: SocketIONamespace
     package let handshake: SocketIOHandshake
     let connection: SocketIOConnection
+    /// Socket.IO's private session id, sent in the CONNECT answer when recovery is on; the client sends it back to
+    /// recover.
+    package let pid: String?
+    /// True when the socket was restored after its client's connection dropped: it got back its id, rooms and
+    /// every emit it missed, so connect handlers must not send again what it already has.
+    package let recovered: Bool
+    /// The realtime log's position when the socket first connected.
+    let since: Int64
 
     private struct State {
         var user: (any SocketIOUser)?
@@ -21,18 +29,27 @@ package final class SocketIOSocket: Sendable {
         var pendingAcks: [Int: CheckedContinuation<SocketIOArguments, any Error>] = [:]
         var bucket: TokenBucket?
         var connected = true
+        /// The offset of the last emit sent.
+        var lastSent: Int64?
+        /// Room changes are recorded for recovery once the connect handlers ran.
+        var announced = false
+        /// Restored on another instance: leaves without running disconnect handlers or recording its session.
+        var movedAway = false
     }
 
     private let state: Mutex<State>
 
     init(
         id: String, namespace: SocketIONamespace, user: (any SocketIOUser)?, handshake: SocketIOHandshake,
-        connection: SocketIOConnection
+        connection: SocketIOConnection, pid: String? = nil, since: Int64 = -1, recovered: Bool = false
     ) {
         self.id = id
         self.namespace = namespace
         self.handshake = handshake
         self.connection = connection
+        self.pid = pid
+        self.since = since
+        self.recovered = recovered
         let limit = namespace.effectiveRateLimit
         self.state = Mutex(
             State(user: user, bucket: TokenBucket(eventsPerSecond: limit.eventsPerSecond, burst: limit.burst)))
@@ -56,14 +73,42 @@ package final class SocketIOSocket: Sendable {
             guard state.connected else { return false }
             return state.rooms.insert(room).inserted
         }
-        if added { namespace.add(self, to: room) }
+        if added {
+            namespace.add(self, to: room)
+            announceRooms()
+        }
     }
 
     /// Leaves `room`.
     package func leave(_ room: String) {
         let removed = state.withLock { $0.rooms.remove(room) != nil }
-        if removed { namespace.remove(self, from: room) }
+        if removed {
+            namespace.remove(self, from: room)
+            announceRooms()
+        }
     }
+
+    /// Records the socket's rooms for recovery once it was announced.
+    private func announceRooms() {
+        guard state.withLock({ $0.announced && $0.connected }) else { return }
+        namespace.server.record(self, state: .connected)
+    }
+
+    /// From now on room changes are recorded.
+    func markAnnounced() { state.withLock { $0.announced = true } }
+
+    /// An emit at `offset` was sent.
+    func sent(_ offset: Int64) { state.withLock { $0.lastSent = offset } }
+
+    var lastSent: Int64? { state.withLock { $0.lastSent } }
+
+    /// The client reconnected on another instance: this socket goes quietly.
+    func moveAway() {
+        state.withLock { $0.movedAway = true }
+        connection.detach(self, reason: .transportClose)
+    }
+
+    var movedAway: Bool { state.withLock { $0.movedAway } }
 
     /// Emits `event` with `arguments` to this socket.
     package func emit(_ event: String, _ arguments: SocketIOArguments = SocketIOArguments()) {

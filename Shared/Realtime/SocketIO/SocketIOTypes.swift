@@ -102,6 +102,10 @@ package struct SocketIOConfiguration: Sendable {
     /// Where per-socket deadlines (a token's expiry) are scheduled; tests pass an event loop whose time they
     /// advance.
     package var timers: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()
+    /// Connection state recovery (Socket.IO v4.6): nil turns it off (no `pid`, no offsets on events).
+    package var recovery: SocketIORecoverySettings?
+    /// The clock recovery's window is measured with.
+    package var now: @Sendable () -> Date = { Date() }
 
     package init() {}
 }
@@ -144,6 +148,15 @@ package enum SocketIODisconnectReason: String, Sendable {
     case pingTimeout = "ping timeout"
     case parseError = "parse error"
     case serverShuttingDown = "server shutting down"
+
+    /// Whether the client may recover its session after it: its connection dropped, rather than it or the server
+    /// leaving the namespace (as Socket.IO decides).
+    var isRecoverable: Bool {
+        switch self {
+        case .transportClose, .transportError, .pingTimeout, .serverShuttingDown: true
+        case .clientNamespaceDisconnect, .serverNamespaceDisconnect, .parseError: false
+        }
+    }
 
     init(_ reason: EngineCloseReason) {
         switch reason {

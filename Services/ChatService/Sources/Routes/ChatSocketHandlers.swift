@@ -14,7 +14,8 @@ package struct ChatHandlers: Sendable {
     let instanceId: String
     let logger: Logger
 
-    package static func room(_ orderId: String) -> String { "order:\(orderId)" }
+    package static func room(_ orderId: String) -> String { roomPrefix + orderId }
+    static let roomPrefix = "order:"
 
     // MARK: Socket events
 
@@ -52,6 +53,26 @@ package struct ChatHandlers: Sendable {
         return JoinReply(readOnly: joined.access == .readOnly, rider: joined.rider, messages: joined.history)
     }
 
+    /// A socket being recovered gets back the chat rooms it may still read (a rider re-assigned away while their
+    /// connection was down does not), and is present in them again.
+    func recoveredRooms(user: any SocketIOUser, socketId: String, rooms: Set<String>) async -> Set<String> {
+        guard let identity = user as? Identity else { return [] }
+        var allowed = Set<String>()
+        for room in rooms {
+            guard room.hasPrefix(Self.roomPrefix) else {
+                allowed.insert(room)
+                continue
+            }
+            let orderId = String(room.dropFirst(Self.roomPrefix.count))
+            if (try? await workflow.join(
+                orderId: orderId, identity: identity, socketId: socketId, instanceId: instanceId)) != nil
+            {
+                allowed.insert(room)
+            }
+        }
+        return allowed
+    }
+
     func leave(_ socket: SocketIOSocket, _ request: JoinRequest) async throws -> Left {
         socket.leave(Self.room(request.orderId))
         try await workflow.leave(socketId: socket.id)
@@ -68,15 +89,15 @@ package struct ChatHandlers: Sendable {
         let text = try ChatRules.text(
             typed: request.text, quickReplyId: request.quickReplyId, role: identity.role,
             quickReplies: settings.quickReplies)
-        // This instance delivers the message to its own sockets; its event names this instance as the origin,
-        // so the fan-out here skips it, whatever the timing, and every other instance delivers it once.
+        // This instance emits the message through the realtime log to every instance; its event names this
+        // instance as the origin, so no instance emits it again from chat.messages.
         let (message, isNew) = try await workflow.send(
             orderId: orderId, identity: identity, clientMessageId: clientMessageId, text: text,
             quickReplyId: request.quickReplyId, originInstanceId: instanceId)
         if isNew {
             await namespace.emit(
                 "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(orderId)], except: [socket.id],
-                localOnly: true
+                dedupeKey: message.id
             )
         }
         return SendReply(id: message.id, sentAt: message.sentAt)
@@ -91,25 +112,24 @@ package struct ChatHandlers: Sendable {
 
     struct Revoked: Codable, Sendable { var orderId: String }
 
-    /// chat.messages, on every instance: deliver messages sent through other instances; announce closings.
+    /// chat.messages, on every instance: emits messages that no instance emitted when they were sent, and closings.
+    /// Every instance emits them; the realtime log delivers the first of each.
     func fanOut(_ event: DecodedEvent) async throws {
         if let sent = event.payload(as: ChatMessageSent.self) {
-            guard sent.originInstanceId != instanceId else { return }
+            guard sent.originInstanceId == nil else { return }
             let message = ChatMessageView(
                 id: sent.messageId, orderId: sent.orderId, senderId: sent.senderId,
                 senderRole: sent.senderRole.rawValue,
                 senderName: sent.senderName, text: sent.text, sentAt: sent.sentAt, clientMessageId: sent.clientMessageId
             )
-            let senderSockets = namespace.sockets(in: SocketIONamespace.userRoom(sent.senderId)).map(\.id)
             await namespace.emit(
                 "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(sent.orderId)],
-                except: Set(senderSockets),
-                localOnly: true
+                dedupeKey: sent.messageId
             )
         } else if let closed = event.payload(as: ChatClosed.self) {
             await namespace.emit(
                 "chat_closed", try SocketIOArguments(encoding: Closed(orderId: closed.orderId)),
-                toRooms: [Self.room(closed.orderId)], localOnly: true)
+                toRooms: [Self.room(closed.orderId)], dedupeKey: closed.orderId)
         }
     }
 

@@ -152,7 +152,10 @@ package struct OrderStream: Sendable {
         )
         var rooms = [Self.customerRoom(customerId), Self.adminRoom]
         if let vendorId { rooms.append(Self.vendorRoom(vendorId)) }
-        await namespace.emit("order_update", try SocketIOArguments(encoding: update), toRooms: rooms, localOnly: true)
+        // Every instance reads orders.events and emits; the realtime log delivers the first.
+        await namespace.emit(
+            "order_update", try SocketIOArguments(encoding: update), toRooms: rooms,
+            dedupeKey: event.header.eventId.uuidString)
         if event.header.type == OrderPickedUp.eventType, let orderId = UUID(uuidString: event.header.aggregateId) {
             try await sagas.database.withConnection { connection in
                 try await sagas.complete(.vendorUpdated, of: orderId, on: connection)

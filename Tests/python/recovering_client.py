@@ -1,0 +1,185 @@
+"""A Socket.IO client that speaks the wire protocol as the official socket.io-client 4.x does over WebSocket,
+connection state recovery included (python-socketio does not implement it):
+
+- the CONNECT answer `40/nsp,{"sid":...,"pid":...}` gives the private session id `pid`;
+- an EVENT whose last argument is a string, received while a `pid` is held, sets the last offset (the client
+  cannot tell an offset from a string argument, exactly like the JS client);
+- after its transport closes the client reconnects with `auth = {pid, offset, ...auth}` (no offset if it received
+  none); events that arrive before the CONNECT answer are buffered and delivered after it; the session counts as
+  recovered when the answer carries the same pid.
+
+Every packet received is kept raw, in order, so tests can check a connection packet by packet."""
+import json
+import queue
+import socket
+import ssl
+import threading
+import time
+
+import websocket
+
+
+class ConnectRefused(Exception):
+    pass
+
+
+def parse(text):
+    """(type, namespace, ack id, data) of a Socket.IO packet."""
+    kind, rest = int(text[0]), text[1:]
+    namespace = "/"
+    if rest.startswith("/"):
+        namespace, _, rest = rest.partition(",")
+    digits = ""
+    while rest and rest[0].isdigit():
+        digits, rest = digits + rest[0], rest[1:]
+    return kind, namespace, int(digits) if digits else None, json.loads(rest) if rest else None
+
+
+class RecoveringSocket:
+    def __init__(self, url, namespace, auth, path="socket.io", ca_file=None):
+        """`url` like https://127.0.0.1:18443 (or http://127.0.0.1:PORT for an instance directly); `path` the
+        Engine.IO path without slashes (e.g. chat/socket.io behind the gateway)."""
+        self.url, self.namespace, self.auth, self.path, self.ca_file = url, namespace, auth, path, ca_file
+        self.pid = self.sid = self.offset = None
+        self.recovered = False
+        self.packets = []          # (connection number, raw text) of every packet received
+        self.events = []           # [name, args] as listeners get them, offsets stripped
+        self.offsets = []          # the offset of each event received with one
+        self.connections = 0
+        self._acks = {}
+        self._next_ack = 0
+        self._lock = threading.Lock()
+        self._connected = threading.Event()
+        self.connect()
+
+    # Connection
+
+    def connect(self, url=None, timeout=10):
+        """Opens a WebSocket (to `url`, default the same) and joins the namespace, recovering if a pid is held."""
+        if url:
+            self.url = url
+        scheme = "wss" if self.url.startswith("https") else "ws"
+        address = f"{scheme}://{self.url.split('://', 1)[1]}/{self.path}/?EIO=4&transport=websocket"
+        options = {"sslopt": {"ca_certs": self.ca_file, "cert_reqs": ssl.CERT_REQUIRED}} if scheme == "wss" else {}
+        self.ws = websocket.create_connection(address, timeout=timeout, **options)
+        opening = self.ws.recv()
+        assert opening.startswith("0"), opening
+        self.connections += 1
+        self._connected.clear()
+        self._refusal = None
+        self._early = []
+        auth = dict(self.auth)
+        if self.pid:
+            recovery = {"pid": self.pid}
+            if self.offset is not None:
+                recovery["offset"] = self.offset
+            auth = {**recovery, **auth}
+        self._previous_pid = self.pid
+        self.ws.send(f"40{self.namespace},{json.dumps(auth)}")
+        self._reader = threading.Thread(target=self._read, args=(self.ws, self.connections), daemon=True)
+        self._reader.start()
+        if not self._connected.wait(timeout):
+            raise TimeoutError("no CONNECT answer")
+        if self._refusal is not None:
+            raise ConnectRefused(self._refusal)
+        return self
+
+    def drop(self):
+        """The network goes away: the TCP connection is cut without a WebSocket close or a Socket.IO DISCONNECT
+        (the server sees its transport close, a reason it keeps the session for)."""
+        connection = self.ws.sock  # the reader's failing recv may clear it
+        if connection is not None:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            connection.close()
+        self._reader.join(5)
+
+    def reconnect(self, url=None):
+        self.drop()
+        return self.connect(url)
+
+    def close(self):
+        """Leaves for good, as socket.disconnect() does: DISCONNECT, then the transport closes."""
+        try:
+            self.ws.send(f"41{self.namespace},")
+            self.ws.close()
+        except (OSError, websocket.WebSocketException):
+            pass
+
+    # Events
+
+    def call(self, event, data, timeout=10):
+        """Emits with an acknowledgement and returns its first argument."""
+        answer = queue.Queue()
+        with self._lock:
+            ack, self._next_ack = self._next_ack, self._next_ack + 1
+            self._acks[ack] = answer
+        self.ws.send(f"42{self.namespace},{ack}{json.dumps([event, data])}")
+        return answer.get(timeout=timeout)[0]
+
+    def received(self, name):
+        with self._lock:
+            return [args[0] if args else None for event, args in self.events if event == name]
+
+    def wait_for(self, name, count=1, seconds=10):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            found = self.received(name)
+            if len(found) >= count:
+                return found
+            time.sleep(0.02)
+        raise AssertionError(f"{count} '{name}' events expected in {seconds} s, got {self.received(name)}")
+
+    def packets_of(self, connection):
+        with self._lock:
+            return [text for number, text in self.packets if number == connection]
+
+    # Reading
+
+    def _read(self, ws, connection):
+        while True:
+            try:
+                text = ws.recv()
+            except (OSError, websocket.WebSocketException):
+                self._connected.set()
+                return
+            if not text:
+                self._connected.set()
+                return
+            if text == "2":
+                ws.send("3")
+                continue
+            if not text.startswith("4"):
+                continue
+            packet = text[1:]
+            with self._lock:
+                self.packets.append((connection, packet))
+            kind, namespace, ack, data = parse(packet)
+            if namespace != self.namespace:
+                continue
+            if kind == 0:
+                self.sid, self.pid = data["sid"], data.get("pid")
+                self.recovered = self._previous_pid is not None and self.pid == self._previous_pid
+                with self._lock:
+                    for event in self._early:
+                        self.events.append(event)
+                    self._early = []
+                self._connected.set()
+            elif kind == 4:
+                self._refusal = data
+                self._connected.set()
+            elif kind == 2:
+                args = data[1:]
+                if self.pid and args and isinstance(args[-1], str):
+                    self.offset = args[-1]
+                    self.offsets.append(int(args[-1]))
+                    args = args[:-1]
+                with self._lock:
+                    (self.events if self._connected.is_set() else self._early).append([data[0], args])
+            elif kind == 3:
+                with self._lock:
+                    waiter = self._acks.pop(ack, None)
+                if waiter:
+                    waiter.put(data)
