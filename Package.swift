@@ -130,6 +130,7 @@ let package = Package(
         .target(
             name: "LoadKit",
             dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -169,6 +170,18 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/NotificationLoad",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "recovery-load",
+            dependencies: [
+                "Contracts", "Kafka", "ServiceKit", "LoadKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/RecoveryLoad",
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -38,8 +38,8 @@ bench_service() {
         KAFKA_BROKERS="127.0.0.1:$bench_kafka_port" JWT_ISSUER="$DEV_JWT_ISSUER" JWT_AUDIENCE="$DEV_JWT_AUDIENCE" \
         JWT_PUBLIC_KEY_FILE="$bench_public_key" HTTP_HOST=127.0.0.1 HTTP_PORT="$port" LOG_LEVEL=warning \
         PUSH_LOG_PROVIDER=true SOCKETIO_MAX_SESSIONS_PER_ADDRESS=0 "$@" \
-        "$bench_bin/$name" >"$bench_runtime/$name.log" 2>&1 &
+        "$bench_bin/$name" >"$bench_runtime/$name-$port.log" 2>&1 &
     bench_pids+=($!)
     for _ in $(seq 300); do curl -fsS "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && return; sleep 0.1; done
-    die "$name did not become ready; see $bench_runtime/$name.log"
+    die "$name did not become ready; see $bench_runtime/$name-$port.log"
 }

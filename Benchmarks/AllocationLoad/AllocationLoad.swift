@@ -57,20 +57,9 @@ struct AllocationLoad: AsyncParsableCommand {
                 if index >= 32 { try await group.next() }
                 let token = try await issuer.token(userId: rider.id, role: .rider, name: "Rider \(index)")
                 group.addTask {
-                    var request = HTTPClientRequest(url: http + "/v1/riders/me/availability")
-                    request.method = .PUT
-                    request.headers.add(name: "Authorization", value: "Bearer \(token)")
-                    request.headers.add(name: "Content-Type", value: "application/json")
-                    let recordedAt = ISO8601DateFormatter().string(from: Date())
-                    request.body = .bytes(
-                        ByteBuffer(
-                            string:
-                                #"{"status":"online","location":{"lat":\#(rider.lat),"lng":\#(rider.lng),"accuracyMeters":10,"recordedAt":"\#(recordedAt)"}}"#
-                        )
-                    )
-                    let response = try await client.execute(request, timeout: .seconds(30))
-                    if response.status != .ok { failures.increment() }
-                    _ = try await response.body.collect(upTo: 1 << 16)
+                    let status = try await RiderAvailability.goOnline(
+                        client: client, allocation: http, token: token, lat: rider.lat, lng: rider.lng)
+                    if status != 200 { failures.increment() }
                 }
             }
             try await group.waitForAll()

@@ -38,7 +38,7 @@ package final class RealtimeServer: Service, Sendable {
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask { [socketIO = self.socketIO] in try await socketIO.runLog() }
                 group.addTask { [socketIO = self.socketIO] in
-                    defer { socketIO.finishSessionRecords() }
+                    defer { socketIO.finishAppending() }
                     try await self.engine.run()
                 }
             }

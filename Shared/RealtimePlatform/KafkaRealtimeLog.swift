@@ -30,8 +30,11 @@ package struct KafkaRealtimeLog: RealtimeLog {
         self.logger = logger
     }
 
-    package func append(_ record: RealtimeRecord) async throws {
-        _ = try await producer.send(topic: topic, key: record.namespace, value: try ContractCoding.encode(record))
+    package func append(_ records: [RealtimeRecord]) async throws {
+        let messages = try records.map {
+            KafkaOutgoingMessage(topic: topic, key: $0.namespace, value: try ContractCoding.encode($0))
+        }
+        for result in try await producer.send(messages) { _ = try result.get() }
     }
 
     package func run(apply: @escaping @Sendable (Int64, RealtimeRecord) async -> Void) async throws {

@@ -61,10 +61,20 @@ package struct SocketPresence: Sendable {
             logger: logger)
     }
 
-    /// Forgets socket `socketId`'s row (it left its room); `disconnected` also forgets its app state.
-    package func leave(socketId: String, disconnected: Bool = false, on connection: PostgresConnection) async throws {
+    /// Forgets socket `socketId`'s row (it left its room); `disconnected` also forgets its app state. Given
+    /// `instanceId`, only the row that instance wrote: a socket restored on another instance meanwhile (same id)
+    /// keeps its own.
+    package func leave(
+        socketId: String, instanceId: String? = nil, disconnected: Bool = false, on connection: PostgresConnection
+    ) async throws {
         if disconnected { inBackground.set(false, socketId: socketId) }
-        try await connection.query("DELETE FROM \(unescaped: table) WHERE socket_id = \(socketId)", logger: logger)
+        if let instanceId {
+            try await connection.query(
+                "DELETE FROM \(unescaped: table) WHERE socket_id = \(socketId) AND instance_id = \(instanceId)",
+                logger: logger)
+        } else {
+            try await connection.query("DELETE FROM \(unescaped: table) WHERE socket_id = \(socketId)", logger: logger)
+        }
     }
 
     /// Whether `userId` has a socket in `room` on any instance, seen within ``freshness`` before `now`, whose app
@@ -153,7 +163,8 @@ extension SocketIONamespace {
             guard reason != .serverShuttingDown else { return }
             do {
                 try await database.withConnection {
-                    try await presence.leave(socketId: socket.id, disconnected: true, on: $0)
+                    try await presence.leave(
+                        socketId: socket.id, instanceId: socket.namespace.instanceId, disconnected: true, on: $0)
                 }
             } catch {
                 logger.warning("could not forget a socket's presence", metadata: ["error": "\(error)"])

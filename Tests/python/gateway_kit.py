@@ -468,7 +468,10 @@ class DeliveryJourney:
                 devices = ", ".join(f"{d['platform']} {d['status']}" for d in push["deliveries"])
                 say(party, f"push ({push['kind']}): \"{push['title']}\" / \"{push['body']}\" -> {devices}")
         self.seen["order"] = customer.call("GET", f"/v1/orders/{order_id}")
-        rider.call("PUT", "/v1/riders/me/availability", json={"status": "offline"})
+        # Allocation learns the delivery from orders.events: until it has (moments; after an instance died, until its
+        # consumer group reassigned the dead member's partitions) going offline is RIDER_ON_DELIVERY.
+        until(lambda: rider.request("PUT", "/v1/riders/me/availability", json={"status": "offline"}).ok,
+              "allocation to learn the delivery", 30)
         say(rider, "went offline")
         return self.seen
 

@@ -2,11 +2,15 @@
 connection state recovery included (python-socketio does not implement it):
 
 - the CONNECT answer `40/nsp,{"sid":...,"pid":...}` gives the private session id `pid`;
-- an EVENT whose last argument is a string, received while a `pid` is held, sets the last offset (the client
-  cannot tell an offset from a string argument, exactly like the JS client);
+- an EVENT whose last argument is a string, handed to the listeners while a `pid` is held, sets the last offset
+  (the client cannot tell an offset from a string argument, exactly like the JS client);
 - after its transport closes the client reconnects with `auth = {pid, offset, ...auth}` (no offset if it received
-  none); events that arrive before the CONNECT answer are buffered and delivered after it; the session counts as
-  recovered when the answer carries the same pid.
+  none); events that arrive before the CONNECT answer are buffered and handed over when it comes; the session
+  counts as recovered when the answer carries the same pid;
+- a server DISCONNECT ends the session: it does not reconnect by itself (`reconnect()` raises).
+
+Unlike the JS client, listeners here (`events`) get the arguments without the trailing offset, which is kept in
+`offsets` instead, so tests compare payloads.
 
 Every packet received is kept raw, in order, so tests can check a connection packet by packet."""
 import json
@@ -21,6 +25,12 @@ import websocket
 
 class ConnectRefused(Exception):
     pass
+
+
+def strictly_increasing(offsets):
+    """Whether offsets (decimal strings, as this server sends them) only ever go up: none repeated or back."""
+    numbers = [int(offset) for offset in offsets]
+    return all(later > earlier for earlier, later in zip(numbers, numbers[1:]))
 
 
 def parse(text):
@@ -42,6 +52,7 @@ class RecoveringSocket:
         self.url, self.namespace, self.auth, self.path, self.ca_file = url, namespace, auth, path, ca_file
         self.pid = self.sid = self.offset = None
         self.recovered = False
+        self.disconnected_by_server = False
         self.packets = []          # (connection number, raw text) of every packet received
         self.events = []           # [name, args] as listeners get them, offsets stripped
         self.offsets = []          # the offset of each event received with one
@@ -50,6 +61,7 @@ class RecoveringSocket:
         self._next_ack = 0
         self._lock = threading.Lock()
         self._connected = threading.Event()
+        self._early = []  # kept across connections, as the JS client's receive buffer
         self.connect()
 
     # Connection
@@ -61,13 +73,18 @@ class RecoveringSocket:
         scheme = "wss" if self.url.startswith("https") else "ws"
         address = f"{scheme}://{self.url.split('://', 1)[1]}/{self.path}/?EIO=4&transport=websocket"
         options = {"sslopt": {"ca_certs": self.ca_file, "cert_reqs": ssl.CERT_REQUIRED}} if scheme == "wss" else {}
+        if self.disconnected_by_server:
+            raise ConnectRefused("the server sent this socket away (DISCONNECT): socket.io-client does not reconnect")
         self.ws = websocket.create_connection(address, timeout=timeout, **options)
         opening = self.ws.recv()
         assert opening.startswith("0"), opening
+        # No read timeout from here: an idle socket waits for the server's pings, as the JS client does.
+        self.ws.settimeout(None)
         self.connections += 1
         self._connected.clear()
+        self._answered = False
+        self.recovered = False
         self._refusal = None
-        self._early = []
         auth = dict(self.auth)
         if self.pid:
             recovery = {"pid": self.pid}
@@ -78,10 +95,12 @@ class RecoveringSocket:
         self.ws.send(f"40{self.namespace},{json.dumps(auth)}")
         self._reader = threading.Thread(target=self._read, args=(self.ws, self.connections), daemon=True)
         self._reader.start()
-        if not self._connected.wait(timeout):
+        if not self._connected.wait(timeout + 10):  # the server may wait up to 10 s to catch up with its log
             raise TimeoutError("no CONNECT answer")
         if self._refusal is not None:
             raise ConnectRefused(self._refusal)
+        if not self._answered:
+            raise ConnectionError("the connection closed before the CONNECT answer")
         return self
 
     def drop(self):
@@ -96,8 +115,10 @@ class RecoveringSocket:
             connection.close()
         self._reader.join(5)
 
-    def reconnect(self, url=None):
+    def reconnect(self, url=None, after=0):
+        """Drops the connection and connects again `after` seconds later (socket.io-client waits 0.5 to 1.5 s)."""
         self.drop()
+        time.sleep(after)
         return self.connect(url)
 
     def close(self):
@@ -138,6 +159,17 @@ class RecoveringSocket:
 
     # Reading
 
+    def _deliver(self, data):
+        """Hands an EVENT's arguments to the listeners; a trailing string is the last offset (as the JS client
+        reads it), kept in `offsets`."""
+        args = data[1:]
+        with self._lock:
+            if self.pid and args and isinstance(args[-1], str):
+                self.offset = args[-1]
+                self.offsets.append(args[-1])
+                args = args[:-1]
+            self.events.append([data[0], args])
+
     def _read(self, ws, connection):
         while True:
             try:
@@ -163,21 +195,23 @@ class RecoveringSocket:
                 self.sid, self.pid = data["sid"], data.get("pid")
                 self.recovered = self._previous_pid is not None and self.pid == self._previous_pid
                 with self._lock:
-                    for event in self._early:
-                        self.events.append(event)
-                    self._early = []
+                    early, self._early = self._early, []
+                for event in early:
+                    self._deliver(event)
+                self._answered = True
+                self._connected.set()
+            elif kind == 1:
+                self.disconnected_by_server = True
                 self._connected.set()
             elif kind == 4:
                 self._refusal = data
                 self._connected.set()
             elif kind == 2:
-                args = data[1:]
-                if self.pid and args and isinstance(args[-1], str):
-                    self.offset = args[-1]
-                    self.offsets.append(int(args[-1]))
-                    args = args[:-1]
-                with self._lock:
-                    (self.events if self._connected.is_set() else self._early).append([data[0], args])
+                if self._answered:
+                    self._deliver(data)
+                else:
+                    with self._lock:
+                        self._early.append(data)
             elif kind == 3:
                 with self._lock:
                     waiter = self._acks.pop(ack, None)

@@ -160,13 +160,14 @@ struct RiderNotifier: Sendable {
         }
     }
 
-    /// A rider (re)connecting sees their pending offer again.
+    /// A rider connecting sees their pending offer again: emitted to the socket's own room through the realtime
+    /// log, so it is replayed should the connection drop before it arrives.
     func resendPendingOffer(to socket: SocketIOSocket) async {
         guard let riderId = socket.identity?.userId,
             let offer = try? await database.withConnection({ try await workflow.pendingOffer(riderId: riderId, on: $0) }
             )
         else { return }
-        socket.emit("offer", offer)
+        await namespace.emit("offer", offer, toRoom: socket.id)
     }
 
     func received(_ receipt: OfferReceipt, from socket: SocketIOSocket) async throws -> OfferView {

@@ -35,6 +35,7 @@ package enum LocationService: ServiceDefinition {
             producer: platform.producer, background: background, now: platform.now, logger: platform.logger
         )
         tracking.on("track", JobRequest.self) { socket, request in try await hub.watch(socket, jobId: request.jobId) }
+        tracking.checkRecoveredRooms { user, _, rooms in await hub.recoveredRooms(user: user, rooms: rooms) }
         tracking.on("untrack", JobRequest.self) { socket, request in
             socket.leave(TrackingHub.room(request.jobId))
             return Untracked(jobId: request.jobId)

@@ -28,13 +28,13 @@ package enum OrderService: ServiceDefinition {
         let orders = realtime.namespace("/orders")
         orders.requireToken(platform.verifier)
         orders.onConnect { socket in
-            guard let identity = socket.identity else { return }
-            switch identity.role {
-            case .customer: socket.join(OrderStream.customerRoom(identity.userId))
-            case .vendor: socket.join(OrderStream.vendorRoom(identity.userId))
-            case .admin: socket.join(OrderStream.adminRoom)
-            default: break
-            }
+            guard let identity = socket.identity, let room = OrderStream.room(of: identity) else { return }
+            socket.join(room)
+        }
+        // A recovered socket keeps only the room its current token gives (an admin demoted meanwhile loses theirs).
+        orders.checkRecoveredRooms { user, _, rooms in
+            guard let identity = user as? Identity, let room = OrderStream.room(of: identity) else { return [] }
+            return rooms.intersection([room])
         }
         let stream = OrderStream(namespace: orders, sagas: sagas, logger: platform.logger)
         platform.addStreamConsumer(name: "orders-stream", topics: [.ordersEvents]) { event in

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A chat message was stored (chat.messages, keyed by order id); instances fan it out to their sockets.
+/// A chat message was stored (chat.messages, keyed by order id); chat emits it to the order's room.
 package struct ChatMessageSent: EventPayload {
     package static let eventType = "ChatMessageSent"
     package static let topic = Topic.chatMessages
@@ -12,12 +12,13 @@ package struct ChatMessageSent: EventPayload {
     package var text: String
     package var clientMessageId: String
     package var sentAt: Date
-    /// The chat instance that delivered the message to its own sockets when it was sent; the others deliver it
-    /// from chat.messages. Absent: every instance delivers it.
+    /// The chat instance the message was sent through.
     package var originInstanceId: String?
+    /// The socket it was sent from, which does not get it back.
+    package var originSocketId: String?
     package init(
         messageId: String, orderId: String, senderId: String, senderRole: Role, senderName: String, text: String,
-        clientMessageId: String, sentAt: Date, originInstanceId: String? = nil
+        clientMessageId: String, sentAt: Date, originInstanceId: String? = nil, originSocketId: String? = nil
     ) {
         self.messageId = messageId
         self.orderId = orderId
@@ -28,6 +29,7 @@ package struct ChatMessageSent: EventPayload {
         self.clientMessageId = clientMessageId
         self.sentAt = sentAt
         self.originInstanceId = originInstanceId
+        self.originSocketId = originSocketId
     }
 }
 

@@ -80,10 +80,12 @@ package struct RecoverableSession: Codable, Sendable, Equatable {
     package var lastSent: Int64?
     /// The log's position when it disconnected.
     package var disconnectedAt: Int64?
+    /// How many times it was restored: a record of an older generation changes nothing.
+    package var generation: Int = 0
 
     package init(
         pid: String, sid: String, userId: String?, rooms: [String], state: State, since: Int64, lastSent: Int64? = nil,
-        disconnectedAt: Int64? = nil
+        disconnectedAt: Int64? = nil, generation: Int = 0
     ) {
         self.pid = pid
         self.sid = sid
@@ -93,6 +95,7 @@ package struct RecoverableSession: Codable, Sendable, Equatable {
         self.since = since
         self.lastSent = lastSent
         self.disconnectedAt = disconnectedAt
+        self.generation = generation
     }
 }
 
@@ -100,8 +103,8 @@ package struct RecoverableSession: Codable, Sendable, Equatable {
 /// production (``KafkaRealtimeLog``), so an emit reaches sockets held by any instance and a phone recovers on
 /// whichever instance it reconnects to.
 package protocol RealtimeLog: Sendable {
-    /// Appends `record`; returns once the log holds it.
-    func append(_ record: RealtimeRecord) async throws
+    /// Appends `records` in order; returns once the log holds them.
+    func append(_ records: [RealtimeRecord]) async throws
     /// Applies every record the log still holds, oldest first, then each new one, with its position, until
     /// cancelled.
     func run(apply: @escaping @Sendable (Int64, RealtimeRecord) async -> Void) async throws

@@ -10,6 +10,9 @@ package struct SocketIORecoverySettings: Sendable {
     package var bufferLimit = 64 << 20
     /// The most sessions remembered; beyond it the longest-unchanged are forgotten.
     package var sessionLimit = 500_000
+    /// The most bytes of missed emits a restore sends; a client that missed more connects afresh (more would
+    /// overflow its outbound queue, ``EngineConfiguration/outboundBacklogLimit``, and close it again).
+    package var replayLimit = 768 << 10
 
     package init() {}
 
@@ -21,6 +24,21 @@ package struct SocketIORecoverySettings: Sendable {
         let (seconds, attoseconds) = window.components
         return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
+}
+
+/// Why a session was not restored (the client then connects afresh).
+package enum RecoveryRefusal: String, Error, Sendable {
+    /// No such session in this namespace (never seen, ended, or forgotten).
+    case unknownSession = "unknown session"
+    case anotherUser = "another user"
+    /// It dropped longer ago than the window.
+    case windowPassed = "window passed"
+    /// The client names an offset the log has not reached.
+    case offsetAhead = "offset ahead of the log"
+    /// An emit it may have missed is no longer held.
+    case emitsNoLongerHeld = "missed emits no longer held"
+    /// It missed more than a restore sends (``SocketIORecoverySettings/replayLimit``).
+    case tooMuchMissed = "too much missed"
 }
 
 /// What a server keeps of the realtime log to restore sockets: every emit of the last few minutes (only the latest
@@ -82,10 +100,9 @@ package struct RecoveryLedger {
             guard dedupeKeys[key] == nil else { return nil }
             dedupeKeys[key] = at
         }
-        let text = withOffset ? Self.appendingOffset(offset, to: broadcast.packet) : broadcast.packet
-        let packets =
-            [EnginePacket(.message, text)]
-            + broadcast.attachments.compactMap { Data(base64Encoded: $0).map { EnginePacket.binary(Array($0)) } }
+        let packets = Self.packets(
+            withOffset ? Self.appendingOffset(offset, to: broadcast.packet) : broadcast.packet,
+            attachments: broadcast.attachments)
         guard withOffset else { return packets }
         let cost = packets.reduce(0) { $0 + $1.byteCount } + broadcast.rooms.reduce(64) { $0 + $1.utf8.count }
         if let key = broadcast.latestKey {
@@ -108,15 +125,21 @@ package struct RecoveryLedger {
     /// Applies a session record at `offset`. Returns true when it moves a session connected to `local` to another
     /// instance (the client reconnected there): the local socket must go.
     package mutating func apply(
-        _ session: RecoverableSession, namespace: String, origin: String, at: Date, offset: Int64
+        _ session: RecoverableSession, namespace: String, origin: String, at: Date, offset: Int64, now: Date
     )
         -> Bool
     {
         advance(to: offset)
+        defer { evict(now: now) }
         let current = sessions[session.pid]
-        // A record from an instance that no longer holds the session (its socket there dropped after the client
-        // reconnected elsewhere) changes nothing.
-        if let current, current.owner != origin, session.state != .connected { return false }
+        // Each restore starts a generation: a record of an older one (the instance the client left, noticing its
+        // socket drop late), or of the same one from another instance, changes nothing.
+        if let current,
+            session.generation < current.record.generation
+                || (session.generation == current.record.generation && current.owner != origin)
+        {
+            return false
+        }
         let movedAway = current.map { $0.owner != origin && $0.record.state == .connected } ?? false
         switch session.state {
         case .ended:
@@ -131,39 +154,53 @@ package struct RecoveryLedger {
     mutating func skip(_ offset: Int64) { advance(to: offset) }
 
     /// Restores session `pid` for `userId` in `namespace`, whose client last received `offset` (nil: none since it
-    /// connected). Nil when the session is unknown, is another user's or namespace's, dropped longer ago than the
-    /// window, or some emit it may have missed is no longer held.
-    package func restoration(pid: String, namespace: String, userId: String?, offset: Int64?, now: Date) -> Restoration?
+    /// connected), or says why it cannot be.
+    package func restoration(pid: String, namespace: String, userId: String?, offset: Int64?, now: Date)
+        -> Result<Restoration, RecoveryRefusal>
     {
-        guard let session = sessions[pid], session.namespace == namespace, session.record.userId == userId else {
-            return nil
-        }
+        guard let session = sessions[pid], session.namespace == namespace else { return .failure(.unknownSession) }
+        guard session.record.userId == userId else { return .failure(.anotherUser) }
         let record = session.record
-        if record.state == .disconnected,
-            now.timeIntervalSince(session.at) > settings.windowSeconds
-        {
-            return nil
+        if record.state == .disconnected, now.timeIntervalSince(session.at) > settings.windowSeconds {
+            return .failure(.windowPassed)
         }
         let from = max(offset ?? record.since, record.since)
-        guard from <= head, let start else { return nil }
+        guard from <= head, let start else { return .failure(.offsetAhead) }
         // Held from just after `from`; or, for a session that had received everything sent to it, from just after
         // it dropped (an idle client's last offset may be older than anything held).
         let complete =
             start <= from + 1
             || (record.state == .disconnected && (record.lastSent ?? record.since) <= from
                 && start <= (record.disconnectedAt ?? head) + 1)
-        guard complete else { return nil }
+        guard complete else { return .failure(.emitsNoLongerHeld) }
         let rooms = Set(record.rooms)
-        let missed = entries.lazy.filter { entry in
-            entry.offset > from && !entry.superseded && entry.namespace == namespace
-                && !entry.except.contains(record.sid) && entry.rooms.contains(where: rooms.contains)
+        var missed: [Entry] = []
+        var bytes = 0
+        var index = firstIndex(after: from)
+        while index < entries.endIndex {
+            let entry = entries[index]
+            index = entries.index(after: index)
+            guard
+                !entry.superseded && entry.namespace == namespace && !entry.except.contains(record.sid)
+                    && entry.rooms.contains(where: rooms.contains)
+            else { continue }
+            bytes += entry.bytes
+            // More than the client's outbound queue takes would close the connection again, and again.
+            guard bytes <= settings.replayLimit else { return .failure(.tooMuchMissed) }
+            missed.append(entry)
         }
-        return Restoration(session: record, missed: Array(missed))
+        return .success(Restoration(session: record, missed: missed))
     }
 
     /// Records that `pid` now lives on `owner` (restored there), before its own record comes back.
     mutating func restored(_ session: RecoverableSession, namespace: String, owner: String, at: Date) {
         sessions[session.pid] = Session(record: session, namespace: namespace, owner: owner, at: at)
+    }
+
+    /// An emit's Engine.IO packets: the Socket.IO packet, then its attachments (base64 in the log).
+    static func packets(_ text: String, attachments: [String]) -> [EnginePacket] {
+        [EnginePacket(.message, text)]
+            + attachments.compactMap { Data(base64Encoded: $0).map { EnginePacket.binary(Array($0)) } }
     }
 
     /// The event packet `text` (`2/nsp,["event",...]`) with the offset as its last argument, as Socket.IO sends it.
@@ -180,14 +217,23 @@ package struct RecoveryLedger {
     }
 
     private func index(of offset: Int64) -> CircularBuffer<Entry>.Index? {
-        guard let first = entries.first, offset >= first.offset else { return nil }
-        // Offsets increase but may skip (records that are not emits), so search back from the end.
-        var index = entries.index(before: entries.endIndex)
-        while true {
-            if entries[index].offset == offset { return index }
-            if entries[index].offset < offset || index == entries.startIndex { return nil }
-            index = entries.index(before: index)
+        let index = firstIndex(after: offset - 1)
+        return index < entries.endIndex && entries[index].offset == offset ? index : nil
+    }
+
+    /// The first entry after `offset` (offsets increase, with gaps where records are not emits): a binary search.
+    private func firstIndex(after offset: Int64) -> CircularBuffer<Entry>.Index {
+        var low = 0
+        var high = entries.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entries[entries.index(entries.startIndex, offsetBy: middle)].offset <= offset {
+                low = middle + 1
+            } else {
+                high = middle
+            }
         }
+        return entries.index(entries.startIndex, offsetBy: low)
     }
 
     private mutating func evict(now: Date) {
@@ -207,7 +253,7 @@ package struct RecoveryLedger {
             now.timeIntervalSince(session.at) <= (session.record.state == .connected ? 86_400 : window)
         }
         if sessions.count > settings.sessionLimit {
-            let keep = sessions.sorted { $0.value.at > $1.value.at }.prefix(settings.sessionLimit)
+            let keep = sessions.sorted { $0.value.at > $1.value.at }.prefix(settings.sessionLimit * 9 / 10)
             sessions = Dictionary(uniqueKeysWithValues: keep.map { ($0.key, $0.value) })
         }
     }

@@ -84,8 +84,11 @@ final class SocketIOConnection: Sendable {
         }
     }
 
-    /// Acknowledgements resolve at once (a handler may be waiting for one); everything else is queued in order.
+    /// Acknowledgements resolve at once (a handler may be waiting for one); everything else is queued in order. A
+    /// DISCONNECT also marks its socket at once: should the transport close before the queue reaches it, the socket
+    /// still counts as having left (its session is not kept for recovery).
     private func dispatch(_ item: SocketIOPacketWithAttachments) throws(EngineProtocolError) {
+        if item.packet.type == .disconnect { socket(in: item.packet.namespace)?.markLeaving() }
         switch item.packet.type {
         case .ack, .binaryAck:
             handled(item)
@@ -142,7 +145,8 @@ final class SocketIOConnection: Sendable {
             return Array(state.sockets.values)
         }
         for socket in sockets {
-            await socket.namespace.disconnected(socket, reason: SocketIODisconnectReason(reason))
+            await socket.namespace.disconnected(
+                socket, reason: socket.isLeaving ? .clientNamespaceDisconnect : SocketIODisconnectReason(reason))
         }
     }
 

@@ -153,6 +153,9 @@ package final class SocketIONamespace: Sendable {
 
     // MARK: Emitting
 
+    /// The instance this namespace runs on (``SocketIOServer/instanceId``).
+    package var instanceId: String { server.instanceId }
+
     /// The room every socket of `userId` joins.
     package static func userRoom(_ userId: String) -> String { "user:\(userId)" }
 
@@ -170,7 +173,7 @@ package final class SocketIONamespace: Sendable {
     ) async {
         let packets = SocketIOConnection.eventPackets(namespace: name, event: event, arguments: arguments, ackId: nil)
         let key = latestKey.map { Self.pendingKey(namespace: name, event: event, key: $0) }
-        await server.broadcast(
+        server.broadcast(
             namespace: self, rooms: rooms, except: except, packets: packets, latestKey: key,
             dedupeKey: dedupeKey.map { "\(name)|\(event)|\($0)" })
     }

@@ -25,12 +25,29 @@ package final class SocketIOServer: EngineHandler, Sendable {
         var nextLocalOffset: Int64 = 0
         /// The log was read up to this instance's start marker: before, its records predate every local socket.
         var caughtUp: Bool
+        /// Connections waiting for the log to be applied up to an offset.
+        var waiters: [UUID: (offset: Int64, continuation: CheckedContinuation<Void, Never>)] = [:]
+
+        /// Resumes the waiters whose offset was applied.
+        mutating func resumeWaiters() {
+            guard !waiters.isEmpty else { return }
+            for (id, waiter) in waiters where waiter.offset <= ledger.head {
+                waiters.removeValue(forKey: id)
+                waiter.continuation.resume()
+            }
+        }
     }
 
     private let logState: Mutex<LogState>
-    /// Session records wait here to be appended in order.
-    private let sessionRecords: AsyncStream<RealtimeRecord>
-    private let sessionRecordsInput: AsyncStream<RealtimeRecord>.Continuation
+    /// Emits and session records wait here to be appended, in order and in batches, by ``runLog()``: an emit
+    /// costs its caller nothing, and a burst costs one broker round trip per batch. At most ``outgoingLimit`` wait;
+    /// beyond it an emit is delivered on this instance only and a session record dropped (that session recovers
+    /// less, never wrongly), both counted.
+    private let outgoing = Mutex<[RealtimeRecord]>([])
+    private let outgoingWaiting: AsyncStream<Void>
+    private let outgoingWaitingInput: AsyncStream<Void>.Continuation
+    static let outgoingLimit = 100_000
+    static let batchSize = 1000
 
     package init(
         configuration: SocketIOConfiguration = SocketIOConfiguration(), log: (any RealtimeLog)?, logger: Logger
@@ -43,7 +60,8 @@ package final class SocketIOServer: EngineHandler, Sendable {
             LogState(
                 ledger: RecoveryLedger(settings: configuration.recovery ?? SocketIORecoverySettings()),
                 caughtUp: log == nil))
-        (sessionRecords, sessionRecordsInput) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(100_000))
+        (outgoingWaiting, outgoingWaitingInput) = AsyncStream.makeStream(
+            bufferingPolicy: .bufferingNewest(1))
     }
 
     /// The namespace `name` (e.g. `/chat`), created on first use. Clients can connect only to created ones.
@@ -156,7 +174,9 @@ package final class SocketIOServer: EngineHandler, Sendable {
                 return
             }
         }
-        if configuration.recovery != nil, let request = RecoveryRequest(auth: packet.data),
+        let request = configuration.recovery == nil ? nil : RecoveryRequest(auth: packet.data)
+        if let offset = request?.offset { await waitUntilApplied(offset) }
+        if let request,
             let socket = try await restore(
                 request, in: namespace, handshake: handshake, user: credentials?.user, on: connection)
         {
@@ -196,25 +216,32 @@ package final class SocketIOServer: EngineHandler, Sendable {
         user: (any SocketIOUser)?, on connection: SocketIOConnection
     ) async throws(EngineProtocolError) -> SocketIOSocket? {
         let now = configuration.now()
-        guard
-            let preview = logState.withLock({
-                $0.ledger.restoration(
-                    pid: request.pid, namespace: namespace.name, userId: user?.userId, offset: request.offset, now: now)
-            })
-        else { return nil }
+        let preview: RecoveryLedger.Restoration
+        switch logState.withLock({
+            $0.ledger.restoration(
+                pid: request.pid, namespace: namespace.name, userId: user?.userId, offset: request.offset, now: now)
+        }) {
+        case .success(let restoration): preview = restoration
+        case .failure(let refusal):
+            RealtimeMetrics.recoveryRefused(refusal)
+            logger.debug(
+                "socket not recovered",
+                metadata: ["socketio.namespace": "\(namespace.name)", "socketio.refusal": "\(refusal.rawValue)"])
+            return nil
+        }
         var rooms = Set(preview.session.rooms)
         if let user, let check = namespace.recoveryCheck { rooms = await check(user, preview.session.sid, rooms) }
         let allowed = rooms
         let restored = try logState.withLock { state throws(EngineProtocolError) -> SocketIOSocket? in
             // Checked again: a record applied while the rooms were checked may have changed the session.
             guard
-                let restoration = state.ledger.restoration(
+                case .success(let restoration) = state.ledger.restoration(
                     pid: request.pid, namespace: namespace.name, userId: user?.userId, offset: request.offset, now: now)
             else { return nil }
             let session = restoration.session
             let socket = SocketIOSocket(
                 id: session.sid, namespace: namespace, user: user, handshake: handshake, connection: connection,
-                pid: session.pid, since: session.since, recovered: true
+                pid: session.pid, since: session.since, generation: session.generation + 1, recovered: true
             )
             guard connection.attach(socket) else { throw EngineProtocolError("CONNECT twice to one namespace") }
             // The same client's previous socket may still be held here (its connection not yet seen dropped).
@@ -230,6 +257,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
             var moved = session
             moved.state = .connected
             moved.rooms = Array(socket.rooms)
+            moved.generation = socket.generation
             state.ledger.restored(moved, namespace: namespace.name, owner: instanceId, at: now)
             return socket
         }
@@ -248,12 +276,12 @@ package final class SocketIOServer: EngineHandler, Sendable {
 
     // MARK: The realtime log
 
-    /// Appends an emit to the log (or, without one, applies it in place). If the log cannot take it, the emit is
+    /// Queues an emit for the log (or, without one, applies it in place). If the log cannot take it, the emit is
     /// still delivered to this instance's sockets, without an offset.
     func broadcast(
         namespace: SocketIONamespace, rooms: [String], except: Set<String>, packets: [EnginePacket],
         latestKey: String?, dedupeKey: String?
-    ) async {
+    ) {
         var text = ""
         var attachments: [String] = []
         for packet in packets {
@@ -268,19 +296,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
                 rooms: rooms, except: except.sorted(), packet: text, attachments: attachments, latestKey: latestKey,
                 dedupeKey: dedupeKey)
         )
-        guard let log else {
-            applyInPlace(record)
-            return
-        }
-        do {
-            try await log.append(record)
-        } catch {
-            RealtimeMetrics.logAppendFailures.increment()
-            logger.warning(
-                "could not append an emit to the realtime log; delivered on this instance only",
-                metadata: ["error": "\(error)"])
-            namespace.deliver(packets, toRooms: rooms, except: except, latestKey: latestKey)
-        }
+        enqueue(record)
     }
 
     /// Records a socket's session for recovery: connected (with its rooms), disconnected, or ended.
@@ -291,13 +307,48 @@ package final class SocketIOServer: EngineHandler, Sendable {
             session: RecoverableSession(
                 pid: pid, sid: socket.id, userId: socket.user?.userId, rooms: Array(rooms ?? socket.rooms).sorted(),
                 state: state, since: socket.since, lastSent: socket.lastSent,
-                disconnectedAt: state == .disconnected ? logState.withLock { $0.ledger.head } : nil)
+                disconnectedAt: state == .disconnected ? logState.withLock { $0.ledger.head } : nil,
+                generation: socket.generation)
         )
-        if log == nil {
+        enqueue(record)
+    }
+
+    /// Hands a record to the log: queued for ``runLog()``, or applied in place when there is no log.
+    private func enqueue(_ record: RealtimeRecord) {
+        guard log != nil else {
             applyInPlace(record)
-        } else {
-            sessionRecordsInput.yield(record)
+            return
         }
+        let queued = outgoing.withLock { outgoing in
+            guard outgoing.count < Self.outgoingLimit else { return false }
+            outgoing.append(record)
+            return true
+        }
+        if queued {
+            outgoingWaitingInput.yield()
+        } else {
+            notAppended([record], because: "the realtime log's queue is full")
+        }
+    }
+
+    /// Records that will not reach the log (its queue is full, or the service stops while the broker is away):
+    /// emits are delivered on this instance only (without an offset), session records are lost.
+    private func notAppended(_ records: [RealtimeRecord], because reason: String) {
+        var emits = 0
+        for record in records {
+            guard let broadcast = record.broadcast else {
+                RealtimeMetrics.sessionRecordsDropped.increment()
+                continue
+            }
+            emits += 1
+            RealtimeMetrics.logAppendFailures.increment()
+            namespaces.withLock { $0[record.namespace] }?.deliver(
+                RecoveryLedger.packets(broadcast.packet, attachments: broadcast.attachments), toRooms: broadcast.rooms,
+                except: Set(broadcast.except), latestKey: broadcast.latestKey)
+        }
+        logger.warning(
+            "records not appended to the realtime log: emits delivered on this instance only, sessions not recorded",
+            metadata: ["reason": "\(reason)", "emits": "\(emits)", "sessions": "\(records.count - emits)"])
     }
 
     private func applyInPlace(_ record: RealtimeRecord) {
@@ -310,7 +361,10 @@ package final class SocketIOServer: EngineHandler, Sendable {
 
     /// Applies a record read from the log.
     package func apply(_ offset: Int64, _ record: RealtimeRecord) {
-        let movedAway = logState.withLock { apply(offset, record, to: &$0) }
+        let movedAway = logState.withLock { state in
+            defer { state.resumeWaiters() }
+            return apply(offset, record, to: &state)
+        }
         movedAway?.moveAway()
     }
 
@@ -332,7 +386,8 @@ package final class SocketIOServer: EngineHandler, Sendable {
         }
         if let session = record.session {
             let moved = state.ledger.apply(
-                session, namespace: record.namespace, origin: record.origin, at: record.at, offset: offset)
+                session, namespace: record.namespace, origin: record.origin, at: record.at, offset: offset,
+                now: configuration.now())
             guard moved, record.origin != instanceId, let namespace else { return nil }
             return namespace.sockets.first { $0.id == session.sid && $0.pid == session.pid }
         }
@@ -342,6 +397,33 @@ package final class SocketIOServer: EngineHandler, Sendable {
             logger.info("realtime log read up to this instance's start", metadata: ["realtime.offset": "\(offset)"])
         }
         return nil
+    }
+
+    /// A client reconnecting with an offset this instance has not applied yet (it reads the log a little behind
+    /// the instance the client came from) waits for it, up to 2 s: else it would be refused recovery, or, connecting
+    /// afresh, get again emits it already has.
+    private func waitUntilApplied(_ offset: Int64) async {
+        guard logState.withLock({ $0.ledger.head < offset }) else { return }
+        let id = UUID()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    self.logState.withLock { state in
+                        if state.ledger.head >= offset {
+                            continuation.resume()
+                        } else {
+                            state.waiters[id] = (offset, continuation)
+                        }
+                    }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(2))
+                self.logState.withLock { $0.waiters.removeValue(forKey: id) }?.continuation.resume()
+            }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     /// Connections wait (up to 10 s) until the log was read up to this instance's start, so the emits before it
@@ -357,8 +439,8 @@ package final class SocketIOServer: EngineHandler, Sendable {
         }
     }
 
-    /// Reads the log and appends session records until ``finishSessionRecords()`` (then the last session records
-    /// are appended and reading stops) or cancellation; first appends this instance's start marker.
+    /// Reads the log and appends the queued records until ``finishAppending()`` (then the last ones are appended
+    /// and reading stops) or cancellation; first appends this instance's start marker.
     package func runLog() async throws {
         guard let log else { return }
         try await withThrowingDiscardingTaskGroup { group in
@@ -367,7 +449,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
             }
             while true {
                 do {
-                    try await log.append(RealtimeRecord(origin: instanceId, namespace: "/", at: configuration.now()))
+                    try await log.append([RealtimeRecord(origin: instanceId, namespace: "/", at: configuration.now())])
                     break
                 } catch {
                     logger.warning(
@@ -375,19 +457,43 @@ package final class SocketIOServer: EngineHandler, Sendable {
                     try await Task.sleep(for: .seconds(1))
                 }
             }
-            for await record in sessionRecords {
-                do {
-                    try await log.append(record)
-                } catch {
-                    logger.warning("could not record a session for recovery", metadata: ["error": "\(error)"])
-                }
-            }
+            for await _ in outgoingWaiting { await appendQueued(to: log) }
+            await appendQueued(to: log)
             group.cancelAll()
         }
     }
 
-    /// No more session records: the last ones are appended, then ``runLog()`` may end.
-    package func finishSessionRecords() { sessionRecordsInput.finish() }
+    /// Appends the queued records in order, in batches of up to ``batchSize``, one batch at a time (batches handed
+    /// to the producer without waiting were measured to come out of order and twice on Tansu).
+    private func appendQueued(to log: any RealtimeLog) async {
+        while true {
+            let records = outgoing.withLock { outgoing in
+                let batch = Array(outgoing.prefix(Self.batchSize))
+                outgoing.removeFirst(batch.count)
+                return batch
+            }
+            guard !records.isEmpty else { return }
+            do {
+                try await log.append(records)
+            } catch {
+                // Back at the head of the queue, in order, and tried again a second later: delivering them here
+                // instead would send them twice if the log did take them, and never to other instances.
+                outgoing.withLock { $0.insert(contentsOf: records, at: 0) }
+                logger.warning(
+                    "the realtime log did not take \(records.count) records; trying again in 1 s",
+                    metadata: ["error": "\(error)"])
+                do {
+                    try await Task.sleep(for: .seconds(1))
+                } catch {
+                    notAppended(outgoing.withLock { $0 }, because: "stopping while the log does not take records")
+                    return
+                }
+            }
+        }
+    }
+
+    /// Nothing more to append: the last queued records are appended, then ``runLog()`` may end.
+    package func finishAppending() { outgoingWaitingInput.finish() }
 }
 
 /// What a reconnecting client sends in its CONNECT `auth` to recover: Socket.IO's `pid` and the offset of the last
@@ -400,8 +506,9 @@ struct RecoveryRequest {
     init?(auth: JSONValue?) {
         guard let pid = auth?["pid"]?.stringValue, !pid.isEmpty else { return nil }
         self.pid = pid
-        if let offset = auth?["offset"]?.stringValue {
-            guard let parsed = Int64(offset), parsed >= 0 else { return nil }
+        if let offset = auth?["offset"] {
+            // As Socket.IO: an offset must be a string (ours, decimal); anything else is no recovery at all.
+            guard let text = offset.stringValue, let parsed = Int64(text), parsed >= 0 else { return nil }
             self.offset = parsed
         }
     }

@@ -19,6 +19,8 @@ package final class SocketIOSocket: Sendable {
     package let recovered: Bool
     /// The realtime log's position when the socket first connected.
     let since: Int64
+    /// How many times its session was restored.
+    let generation: Int
 
     private struct State {
         var user: (any SocketIOUser)?
@@ -35,13 +37,16 @@ package final class SocketIOSocket: Sendable {
         var announced = false
         /// Restored on another instance: leaves without running disconnect handlers or recording its session.
         var movedAway = false
+        /// The client sent DISCONNECT.
+        var leaving = false
     }
 
     private let state: Mutex<State>
 
     init(
         id: String, namespace: SocketIONamespace, user: (any SocketIOUser)?, handshake: SocketIOHandshake,
-        connection: SocketIOConnection, pid: String? = nil, since: Int64 = -1, recovered: Bool = false
+        connection: SocketIOConnection, pid: String? = nil, since: Int64 = -1, generation: Int = 0,
+        recovered: Bool = false
     ) {
         self.id = id
         self.namespace = namespace
@@ -49,6 +54,7 @@ package final class SocketIOSocket: Sendable {
         self.connection = connection
         self.pid = pid
         self.since = since
+        self.generation = generation
         self.recovered = recovered
         let limit = namespace.effectiveRateLimit
         self.state = Mutex(
@@ -102,13 +108,20 @@ package final class SocketIOSocket: Sendable {
 
     var lastSent: Int64? { state.withLock { $0.lastSent } }
 
-    /// The client reconnected on another instance: this socket goes quietly.
+    /// The client reconnected on another instance: this socket goes quietly (no disconnect hooks, no session
+    /// record), and its connection, which the client left, is closed.
     func moveAway() {
         state.withLock { $0.movedAway = true }
         connection.detach(self, reason: .transportClose)
+        connection.session.close(.serverClose)
     }
 
     var movedAway: Bool { state.withLock { $0.movedAway } }
+
+    /// The client sent DISCONNECT for this socket (it may not have been handled yet).
+    func markLeaving() { state.withLock { $0.leaving = true } }
+
+    var isLeaving: Bool { state.withLock { $0.leaving } }
 
     /// Emits `event` with `arguments` to this socket.
     package func emit(_ event: String, _ arguments: SocketIOArguments = SocketIOArguments()) {

@@ -56,10 +56,10 @@ package struct ChatWorkflow: Sendable {
 
     /// Stores a message of `identity` (once per client message id), with its `ChatMessageSent` and, as
     /// `CHAT_PUSH_POLICY` says (by default when the recipient has no foreground socket in the room), a push. `isNew` is false for a repeat. The event names
-    /// `originInstanceId`, the instance that delivers the message to its own sockets.
+    /// the instance and the socket it was sent through.
     package func send(
         orderId: String, identity: Identity, clientMessageId: String, text: String, quickReplyId: String?,
-        originInstanceId: String
+        originInstanceId: String, originSocketId: String? = nil
     ) async throws -> (message: ChatMessageView, isNew: Bool) {
         try await database.transaction { connection in
             let room = try await store.room(orderId, on: connection)
@@ -74,7 +74,7 @@ package struct ChatWorkflow: Sendable {
                 ChatMessageSent(
                     messageId: message.id, orderId: orderId, senderId: identity.userId, senderRole: identity.role,
                     senderName: senderName, text: text, clientMessageId: clientMessageId, sentAt: message.sentAt,
-                    originInstanceId: originInstanceId
+                    originInstanceId: originInstanceId, originSocketId: originSocketId
                 ),
                 aggregateId: orderId, on: connection, logger: logger
             )

@@ -89,11 +89,11 @@ package struct ChatHandlers: Sendable {
         let text = try ChatRules.text(
             typed: request.text, quickReplyId: request.quickReplyId, role: identity.role,
             quickReplies: settings.quickReplies)
-        // This instance emits the message through the realtime log to every instance; its event names this
-        // instance as the origin, so no instance emits it again from chat.messages.
+        // Emitted at once through the realtime log, to every instance; the event names this instance, so none
+        // emits it again from chat.messages.
         let (message, isNew) = try await workflow.send(
             orderId: orderId, identity: identity, clientMessageId: clientMessageId, text: text,
-            quickReplyId: request.quickReplyId, originInstanceId: instanceId)
+            quickReplyId: request.quickReplyId, originInstanceId: instanceId, originSocketId: socket.id)
         if isNew {
             await namespace.emit(
                 "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(orderId)], except: [socket.id],
@@ -112,10 +112,13 @@ package struct ChatHandlers: Sendable {
 
     struct Revoked: Codable, Sendable { var orderId: String }
 
-    /// chat.messages, on every instance: emits messages that no instance emitted when they were sent, and closings.
-    /// Every instance emits them; the realtime log delivers the first of each.
+    /// chat.messages, on every instance: emits the messages no instance emitted when they were sent, and each
+    /// closing; the realtime log delivers the first emit of each.
     func fanOut(_ event: DecodedEvent) async throws {
         if let sent = event.payload(as: ChatMessageSent.self) {
+            // The sending instance emitted it at once (its queue to the log is retried until the broker takes it);
+            // emitting it again from every instance would double the log's load for the one case of an instance
+            // dying between the commit and the append.
             guard sent.originInstanceId == nil else { return }
             let message = ChatMessageView(
                 id: sent.messageId, orderId: sent.orderId, senderId: sent.senderId,
@@ -124,7 +127,7 @@ package struct ChatHandlers: Sendable {
             )
             await namespace.emit(
                 "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(sent.orderId)],
-                dedupeKey: sent.messageId
+                except: Set([sent.originSocketId].compactMap { $0 }), dedupeKey: sent.messageId
             )
         } else if let closed = event.payload(as: ChatClosed.self) {
             await namespace.emit(
@@ -148,8 +151,9 @@ package struct ChatHandlers: Sendable {
         let room = Self.room(orderId)
         let arguments = try SocketIOArguments(encoding: Revoked(orderId: orderId))
         for socket in namespace.sockets(in: room) where socket.identity?.userId == previousRiderId {
-            socket.emit("access_revoked", arguments)
             socket.leave(room)
+            // To the socket's own room through the realtime log: replayed should its connection drop meanwhile.
+            await namespace.emit("access_revoked", arguments, toRooms: [socket.id])
         }
     }
 }

@@ -41,7 +41,20 @@ package final class TrackingHub: Sendable {
         self.logger = logger
     }
 
-    static func room(_ jobId: String) -> String { "job:\(jobId)" }
+    static func room(_ jobId: String) -> String { roomPrefix + jobId }
+    static let roomPrefix = "job:"
+
+    /// A socket being recovered keeps the job rooms its user may still watch (BR-001), and no others.
+    package func recoveredRooms(user: any SocketIOUser, rooms: Set<String>) async -> Set<String> {
+        guard let identity = user as? Identity else { return [] }
+        var allowed = Set<String>()
+        for room in rooms where room.hasPrefix(Self.roomPrefix) {
+            if (try? await view(jobId: String(room.dropFirst(Self.roomPrefix.count)), for: identity)) != nil {
+                allowed.insert(room)
+            }
+        }
+        return allowed
+    }
 
     // MARK: Positions in
 

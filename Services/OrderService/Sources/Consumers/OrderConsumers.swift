@@ -144,6 +144,16 @@ package struct OrderStream: Sendable {
     package static func vendorRoom(_ id: String) -> String { "vendor:\(id)" }
     package static let adminRoom = "admins"
 
+    /// The room a socket of `identity` joins, if any.
+    static func room(of identity: Identity) -> String? {
+        switch identity.role {
+        case .customer: customerRoom(identity.userId)
+        case .vendor: vendorRoom(identity.userId)
+        case .admin: adminRoom
+        default: nil
+        }
+    }
+
     package func handle(_ event: DecodedEvent) async throws {
         guard let (customerId, vendorId, status, rider) = Self.parties(of: event.payload) else { return }
         let update = OrderUpdate(
