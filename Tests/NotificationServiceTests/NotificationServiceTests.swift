@@ -120,6 +120,18 @@ struct NotificationHarness: Sendable {
         event.payload(as: PushSent.self)?.notificationId ?? event.payload(as: PushFailed.self)?.notificationId
     }
 
+    /// Waits until the user's `count` notifications have every delivery sent: PushSent comes with the first device
+    /// reached, while the others may still be on their way (or retried) to their provider.
+    func waitUntilDelivered(_ userId: String, notifications count: Int) async throws {
+        try await eventually(timeout: .seconds(20), "every delivery sent") {
+            let notifications = try await log(userId)["notifications"]?.arrayValue ?? []
+            return notifications.count == count
+                && notifications.allSatisfy { notification in
+                    (notification["deliveries"]?.arrayValue ?? []).allSatisfy { $0["status"]?.stringValue == "sent" }
+                }
+        }
+    }
+
     func log(_ userId: String) async throws -> JSONValue {
         let admin = try await TestAuth.token(uniqueName("admin"), .admin)
         return try JSONValue.parse(try await client.get("/v1/notifications?userId=\(userId)", token: admin).text)
@@ -152,6 +164,7 @@ struct NotificationServiceTests {
         #expect(sent.deviceCount == 2)
         #expect(sent.kind == "offer")
         #expect(sent.correlationId == "order-1")
+        try await harness.waitUntilDelivered(user.id, notifications: 1)
 
         let tokenRequest = try #require(harness.fcm.tokenRequests.withLock { $0.first })
         #expect(tokenRequest["iss"] == "push@test-project.iam.gserviceaccount.com")
@@ -219,6 +232,7 @@ struct NotificationServiceTests {
         let chat = request(user.id, kind: .chatMessage)
         try await harness.push(chat)
         _ = try #require(try await harness.outcome(of: chat.notificationId, userId: user.id))
+        try await harness.waitUntilDelivered(user.id, notifications: 2)
         let chatToFCM = try #require(harness.fcm.log.pushes(to: android).last?.json["message"] as? [String: Any])
         #expect(chatToFCM["apns"] == nil)
         #expect(
