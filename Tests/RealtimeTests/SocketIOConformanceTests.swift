@@ -89,16 +89,20 @@ struct SocketIOConformanceTests {
             #expect(try await server.get(server.pollingURL("&sid=\(sid)")).status == 400)
 
             let upgraded = try await server.openPollingSession()
-            try await withTestWebSocket(server.webSocketURL("&sid=\(upgraded)")) { socket in
+            // Pings (every 300 ms here) are answered aside, so the session outlives a slow check below.
+            try await withTestWebSocket(server.webSocketURL("&sid=\(upgraded)"), answerPings: true) { socket in
                 socket.send("2probe")
                 socket.send("5")
                 #expect(try await socket.next() == .text("3probe"))
                 try await eventually(timeout: .seconds(1), "polling refused after the upgrade") {
                     try await server.get(server.pollingURL("&sid=\(upgraded)")).status == 400
                 }
-                try await withTestWebSocket(server.webSocketURL("&sid=\(upgraded)")) { second in
-                    try await second.expectClose()
-                }
+                // A raw socket: the WebSocket client of `withTestWebSocket` was seen to miss a close frame the server
+                // wrote right behind the 101, and then waits for it forever.
+                let second = try RawWebSocket(
+                    port: server.port, path: "/socket.io/?EIO=4&transport=websocket&sid=\(upgraded)")
+                #expect(second.nextOpcode() == RawWebSocket.closeOpcode, "the second WebSocket is closed at once")
+                second.close()
             }
         }
     }

@@ -59,7 +59,7 @@ package final class EngineServer: Service, Sendable {
         var perAddress: [String: Int] = [:]
         /// Sessions a client closed with a poll on its way, which is answered with a noop if it comes within
         /// `owedNoopWindow` (oldest first; at most `owedNoopLimit`).
-        var owedNoops: [(sid: String, until: ContinuousClock.Instant)] = []
+        var owedNoops: [(sid: String, noop: OwedCloseNoop, until: ContinuousClock.Instant)] = []
     }
 
     static let owedNoopWindow: Duration = .seconds(5)
@@ -149,13 +149,13 @@ package final class EngineServer: Service, Sendable {
     }
 
     func remove(_ session: EngineSession) {
-        let owesNoop = session.takeOwedCloseNoop()
+        let owedNoop = session.owedCloseNoop
         sessions.withLock { sessions in
-            if owesNoop {
+            if let owedNoop {
                 let now = ContinuousClock.now
                 sessions.owedNoops.removeAll { $0.until < now }
                 if sessions.owedNoops.count >= Self.owedNoopLimit { sessions.owedNoops.removeFirst() }
-                sessions.owedNoops.append((session.id, now + Self.owedNoopWindow))
+                sessions.owedNoops.append((session.id, owedNoop, now + Self.owedNoopWindow))
             }
             guard sessions.byId.removeValue(forKey: session.id) != nil, let address = session.clientAddress,
                 configuration.maxSessionsPerAddress != nil
@@ -172,8 +172,7 @@ package final class EngineServer: Service, Sendable {
             guard let index = sessions.owedNoops.firstIndex(where: { $0.sid == sid && $0.until >= now }) else {
                 return false
             }
-            sessions.owedNoops.remove(at: index)
-            return true
+            return sessions.owedNoops.remove(at: index).noop.claim()
         }
     }
 

@@ -86,7 +86,7 @@ package final class EngineSession: Sendable {
         var claimed = false
         /// The client closed the session (a close packet) while no poll was waiting: the poll it sent alongside,
         /// arriving just after, is answered with a noop once, as if it had been waiting ("forcefully closes").
-        var owesCloseNoop = false
+        var owedCloseNoop: OwedCloseNoop?
 
         /// Takes the whole queue (its bytes stay pending when `stillPending`, until the writer reports them written).
         mutating func takeQueue(stillPending: Bool) -> [EnginePacket] {
@@ -215,8 +215,7 @@ package final class EngineSession: Sendable {
         await withCheckedContinuation { continuation in
             let immediate = state.withLock { state -> PollResult? in
                 guard state.closeReason == nil else {
-                    defer { state.owesCloseNoop = false }
-                    return state.owesCloseNoop ? .packets([EnginePacket(.noop)]) : .gone
+                    return state.owedCloseNoop?.claim() == true ? .packets([EnginePacket(.noop)]) : .gone
                 }
                 if state.pollWaiter != nil { return .duplicate }
                 if state.upgrade == .probing { return .packets([EnginePacket(.noop)]) }
@@ -235,13 +234,9 @@ package final class EngineSession: Sendable {
         }
     }
 
-    /// Whether a poll arriving after the session is gone is owed a noop (see `owesCloseNoop`); true once.
-    func takeOwedCloseNoop() -> Bool {
-        state.withLock { state in
-            defer { state.owesCloseNoop = false }
-            return state.owesCloseNoop
-        }
-    }
+    /// The noop owed to a poll arriving after the client's close packet (see `owedCloseNoop`), if any: the server
+    /// keeps it for polls that come after the session is removed.
+    var owedCloseNoop: OwedCloseNoop? { state.withLock { $0.owedCloseNoop } }
 
     /// A WebSocket began probing (`2probe`): a waiting poll is answered with a noop so the client can switch.
     func beginUpgrade() -> Bool {
@@ -295,7 +290,7 @@ package final class EngineSession: Sendable {
                 timers: [state.heartbeatTimer, state.connectTimer].compactMap { $0 }, handlers: state.closeHandlers
             )
             if reason == .clientClose, state.pollWaiter == nil, case .polling = state.transport {
-                state.owesCloseNoop = true
+                state.owedCloseNoop = OwedCloseNoop()
             }
             state.closeWaiters.removeAll()
             state.closeHandlers.removeAll()
@@ -341,4 +336,13 @@ package final class EngineSession: Sendable {
 
     /// The heartbeat's event loop and timing, set before each ping goes out (see `sendPing`).
     let pongContext = Mutex<(eventLoop: any EventLoop, interval: Duration, timeout: Duration)?>(nil)
+}
+
+/// A noop owed to the one poll a client sent alongside its close packet. The poll may find the session still
+/// registered or already removed; whichever path it takes claims the same token, so it is answered once.
+final class OwedCloseNoop: Sendable {
+    private let owed = Atomic<Bool>(true)
+
+    /// True for the first caller only.
+    func claim() -> Bool { owed.exchange(false, ordering: .acquiringAndReleasing) }
 }
