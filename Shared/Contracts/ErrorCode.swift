@@ -26,6 +26,8 @@ package struct ErrorCode: StringVocabulary {
     package static let rateLimited: ErrorCode = "RATE_LIMITED"
     package static let idempotencyKeyReused: ErrorCode = "IDEMPOTENCY_KEY_REUSED"
     package static let notReady: ErrorCode = "NOT_READY"
+    /// The service lost its database connection mid-request (Postgres restarting, the network): 503, try again.
+    package static let databaseUnavailable: ErrorCode = "DATABASE_UNAVAILABLE"
     /// `/ready`: the instance serves, but something needs an operator (e.g. an outbox dead letter).
     package static let degraded: ErrorCode = "DEGRADED"
     package static let internalError: ErrorCode = "INTERNAL_ERROR"

@@ -85,12 +85,8 @@ def maps():
 
 @pytest.fixture(scope="session")
 def running_system(maps):
-    running = system.System(PROFILE)
-    try:
-        running.start()
+    with system.started(PROFILE) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="session")

@@ -20,12 +20,8 @@ MULTI = dataclasses.replace(
 
 @pytest.fixture(scope="module")
 def instances(maps):
-    running = system.System(MULTI)
-    try:
-        running.start()
+    with system.started(MULTI) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture

@@ -95,12 +95,17 @@ class RecoveringSocket:
         self.ws.send(f"40{self.namespace},{json.dumps(auth)}")
         self._reader = threading.Thread(target=self._read, args=(self.ws, self.connections), daemon=True)
         self._reader.start()
+        failure = None
         if not self._connected.wait(timeout + 10):  # the server may wait up to 10 s to catch up with its log
-            raise TimeoutError("no CONNECT answer")
-        if self._refusal is not None:
-            raise ConnectRefused(self._refusal)
-        if not self._answered:
-            raise ConnectionError("the connection closed before the CONNECT answer")
+            failure = TimeoutError("no CONNECT answer")
+        elif self._refusal is not None:
+            failure = ConnectRefused(self._refusal)
+        elif not self._answered:
+            failure = ConnectionError("the connection closed before the CONNECT answer")
+        if failure:
+            # No transport left behind: a late answer on it must not count for the next attempt.
+            self.drop()
+            raise failure
         return self
 
     def drop(self):

@@ -6,6 +6,7 @@ seeds demo data; the system tests start it with their own ports and kill and res
                        (INSTANCES=N: N instances of every service behind the gateway, default 1)
 """
 import argparse
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -59,6 +60,9 @@ class Profile:
     # Instances of every service: instance k (from 1) of a service listens on its port + 10 * (k - 1) and is named
     # SERVICE (the first) or SERVICE-k in logs and in System's methods.
     instances: int = 1
+    # Postgres acknowledges a commit only once it is in the WAL, so a crash loses nothing acknowledged (slower; the
+    # default off can lose the last commits of a crash).
+    durable_commits: bool = False
 
     def instance_names(self, service):
         return [service] + [f"{service}-{k}" for k in range(2, self.instances + 1)]
@@ -168,7 +172,7 @@ class System:
             old_log.unlink()
         log(f"starting Postgres on 127.0.0.1:{self.profile.postgres_port}")
         subprocess.run([SCRIPTS / "postgres.sh", "start", self.runtime / "postgres", str(self.profile.postgres_port)],
-                       check=True)
+                       check=True, env=self.postgres_environment())
         log(f"starting the Tansu broker on 127.0.0.1:{self.profile.broker_port}")
         subprocess.run([SCRIPTS / "broker.sh", "start", self.runtime / "broker", str(self.profile.broker_port)],
                        check=True)
@@ -204,7 +208,10 @@ class System:
     def resume_postgres(self):
         """Postgres starts again on its data, after crash recovery."""
         subprocess.run([SCRIPTS / "postgres.sh", "resume", self.runtime / "postgres", str(self.profile.postgres_port)],
-                       check=True)
+                       check=True, env=self.postgres_environment())
+
+    def postgres_environment(self):
+        return {**os.environ, "POSTGRES_SYNCHRONOUS_COMMIT": "on" if self.profile.durable_commits else "off"}
 
     # Services
 
@@ -339,6 +346,17 @@ class System:
             if self.gateway.poll() is not None or time.time() > deadline:
                 raise SystemExit(f"the gateway did not start; see {directory}/error.log")
             time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def started(profile, **options):
+    """A System for `profile`, started, and stopped when the block ends (however it ends)."""
+    running = System(profile, **options)
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
 
 
 def main():

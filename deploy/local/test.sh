@@ -34,8 +34,8 @@ stop_test_brokers() {
 # Services, brokers and the gateway of a system-test run that was killed before its own teardown.
 stop_system_test_leftovers() {
     pkill -f "$(swift build "${swift_flags[@]}" --show-bin-path)/[a-z]*-service" || true
-    pkill -f "nginx.*system-test-" || true
-    for cluster in "$(runtime_dir "")"/system-test-*/postgres; do
+    pkill -f "nginx.*(system-test|multi-instance|soak-test)-" || true
+    for cluster in "$(runtime_dir "")"/{system-test,multi-instance,soak-test}-*/postgres; do
         [ -d "$cluster" ] && "$ROOT/deploy/local/postgres.sh" stop "$cluster"
     done
     true

@@ -2,6 +2,7 @@ import Contracts
 import HTTPTypes
 import Hummingbird
 import Logging
+import PostgresNIO
 
 /// Turns every error a route throws into the one JSON error shape. Unexpected errors become 500
 /// `INTERNAL_ERROR`, logged with the request id, their text never sent to the client.
@@ -23,6 +24,17 @@ package struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as any HTTPResponseError {
             return try Self.apiError(status: error.status, message: nil, headers: [:])
                 .response(from: request, context: context)
+        } catch let error as PSQLError where error.isConnectionFailure {
+            // Postgres restarting or out of reach: the client should try again (with the same Idempotency-Key, a
+            // request whose commit went through before the connection was lost gets its first answer).
+            context.logger.warning(
+                "database unavailable",
+                metadata: ["error": "\(String(reflecting: error))", "http.path": "\(request.uri.path)"]
+            )
+            return try APIError(
+                .serviceUnavailable, code: .databaseUnavailable,
+                message: "the database is not reachable right now; try again shortly", headers: [.retryAfter: "1"]
+            ).response(from: request, context: context)
         } catch {
             context.logger.error(
                 "request failed",

@@ -127,4 +127,19 @@ extension PSQLError {
 
     /// Serialization failure or deadlock: the same transaction may succeed when run again.
     var isRetriable: Bool { sqlState == "40001" || sqlState == "40P01" }
+
+    /// The database could not be reached or went away mid-request (a connection refused, reset or closed, the server
+    /// shutting down or starting up, out of connections), not a problem with the request itself.
+    package var isConnectionFailure: Bool {
+        switch code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:
+            return true
+        case .server:
+            // 08: connection exception; 53: insufficient resources; 57P: shutdown, crash, cannot connect now.
+            guard let sqlState else { return false }
+            return sqlState.hasPrefix("08") || sqlState.hasPrefix("53") || sqlState.hasPrefix("57P")
+        default:
+            return false
+        }
+    }
 }
