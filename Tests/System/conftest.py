@@ -104,8 +104,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus):
     """After a failure, the end of each service's and the gateway's log (CI shows nothing else of them)."""
     if exitstatus == 0:
         return
-    logs = system.runtime_dir(PROFILE.name) / "logs"
-    for log in sorted(logs.glob("*.log")) if logs.exists() else []:
-        lines = log.read_text(errors="replace").splitlines()[-25:]
-        terminalreporter.write_sep("-", f"{log.name} (last {len(lines)} lines)")
-        terminalreporter.write_line("\n".join(lines))
+    # The main system's, and those of the modules that start a system of their own.
+    for name in (PROFILE.name, f"multi-instance-{OFFSET}", f"soak-test-{OFFSET}"):
+        logs = system.runtime_dir(name) / "logs"
+        for log in sorted(logs.glob("*.log")) if logs.exists() else []:
+            lines = log.read_text(errors="replace").splitlines()[-25:]
+            terminalreporter.write_sep("-", f"{name}: {log.name} (last {len(lines)} lines)")
+            terminalreporter.write_line("\n".join(lines))

@@ -186,7 +186,12 @@ class RecoveringSocket:
                 self._connected.set()
                 return
             if text == "2":
-                ws.send("3")
+                try:
+                    ws.send("3")
+                except (OSError, websocket.WebSocketException):
+                    # The connection was cut under the reader (drop()): it ends as a failed recv would.
+                    self._connected.set()
+                    return
                 continue
             if not text.startswith("4"):
                 continue

@@ -912,11 +912,54 @@ class Soak:
                 violations.append(f"service request {request_id}: left in {status}")
         return violations
 
+    def topic(self, name):
+        """Every record of a topic, decoded, from its start to its end now."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{self.system.profile.broker_port}",
+                             "group.id": f"soak-check-{uuid.uuid4()}", "enable.auto.commit": False,
+                             "fetch.wait.max.ms": 10})
+        try:
+            partitions = consumer.list_topics(name, timeout=10).topics[name].partitions
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)[1] for p in partitions}
+            consumer.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in partitions])
+            records, deadline = [], time.time() + 120
+            remaining = {p for p, end in ends.items() if end > 0}
+            while remaining and time.time() < deadline:
+                message = consumer.poll(0.5)
+                if message is None or message.error():
+                    continue
+                records.append(json.loads(message.value()))
+                if message.offset() + 1 >= ends[message.partition()]:
+                    remaining.discard(message.partition())
+            if remaining:
+                raise AssertionError(f"{name}: could not read partitions {sorted(remaining)} to their end")
+            return records
+        finally:
+            consumer.close()
+
     def check_pushes(self):
-        """One delivery row per device and push (a unique key), each settled; a delivery leased more than once may
-        have reached the provider twice (the soak's log provider never fails, so only a crash or a lost write
-        between the call and its record leads to a second lease)."""
+        """Every push the services requested for the soak's parties became a notification, with one delivery for the
+        party's one device (a unique key keeps it at one), settled. A delivery leased more than once may have reached
+        the provider twice (the soak's log provider never fails, so only a crash or a lost write between the call and
+        its record leads to a second lease)."""
         violations = []
+        parties = f"soak{self.seed}-"
+        requested = {record["payload"]["notificationId"] for record in self.topic("notifications.requests")
+                     if record.get("type") == "PushRequested" and parties in record["payload"].get("userId", "")}
+        rows = {notification: (user, status, int(deliveries)) for notification, user, status, deliveries in self.sql(
+            "SELECT n.notification_id, n.user_id, n.status, count(d.id) FROM notification.notifications n "
+            "LEFT JOIN notification.deliveries d ON d.notification_id = n.notification_id "
+            f"WHERE n.user_id LIKE '%{parties}%' GROUP BY n.notification_id, n.user_id, n.status")}
+        with_device = {user for (user,) in self.sql(
+            f"SELECT DISTINCT user_id FROM notification.devices WHERE user_id LIKE '%{parties}%'")}
+        self.recorder.count("pushes requested for the soak's parties", len(requested))
+        for notification in sorted(requested - set(rows)):
+            violations.append(f"push {notification} was requested but never became a notification")
+        for notification, (user, status, deliveries) in rows.items():
+            wanted = 1 if user in with_device else 0
+            if deliveries != wanted:
+                violations.append(f"push {notification} to {user} ({status}) has {deliveries} deliveries for "
+                                  f"{wanted} device")
         for status, count in self.sql("SELECT status, count(*) FROM notification.deliveries GROUP BY status"):
             self.recorder.count(f"push deliveries {status}", int(count))
         leased_again = int(self.sql("SELECT count(*) FROM notification.deliveries "
