@@ -27,6 +27,14 @@ package final class RealtimeServer: Service, Sendable {
         self.logger = logger
     }
 
+    /// Whether the realtime log was read up to this instance's start (always, without a log): until then Socket.IO
+    /// handshakes are answered 503 and `/ready` says "down" for `realtime`.
+    package var hasCaughtUp: Bool { socketIO.acceptsSessions }
+
+    /// How far back a stream consumer whose emits carry dedupe keys may read again when an instance starts: half
+    /// the window in which the realtime log drops a repeated key (nothing without a log).
+    package var replayWithinDedupe: Duration { socketIO.dedupeWindow.map { $0 / 2 } ?? .zero }
+
     /// The namespace `name`, e.g. `/chat`.
     package func namespace(_ name: String) -> SocketIONamespace { socketIO.namespace(name) }
 

@@ -5,12 +5,15 @@ import Logging
 import Realtime
 
 /// The realtime log on the broker: one single-partition topic per service (`realtime.<service>`), so every record
-/// has one offset every instance agrees on. Each instance reads all of it under a consumer group of its own,
-/// from the oldest record the broker keeps.
+/// has one offset every instance agrees on. Each instance reads it without a consumer group, from the first record
+/// stamped within the retention (the oldest a client recovering here may need), so a start never replays more than
+/// that however long the broker keeps records.
 package struct KafkaRealtimeLog: RealtimeLog {
     package let topic: String
     private let producer: KafkaProducer
     private let consumer: KafkaConsumerConfiguration
+    private let retention: Duration
+    private let now: @Sendable () -> Date
     private let logger: Logger
 
     /// How long the broker keeps records (the topic's `retention.ms`, set when the topic is created): the recovery
@@ -18,15 +21,26 @@ package struct KafkaRealtimeLog: RealtimeLog {
     /// `location` emits are not kept longer (US-072).
     package static func retention(window: Duration) -> Duration { max(window, .zero) + .seconds(120) }
 
+    /// The topic's configuration: records kept for `retention`, in segments of at most half of it (a broker deletes
+    /// whole segments only, so one segment per week, the default, would keep a week).
+    package static func topicConfiguration(retention: Duration) -> [String: String] {
+        ["retention.ms": String(retention.milliseconds), "segment.ms": String(max(retention.milliseconds / 2, 1))]
+    }
+
     /// - Parameters:
     ///   - topic: e.g. `realtime.chat-service`; one per service.
-    ///   - consumer: a consumer configuration whose group id is unique to this instance.
-    package init(topic: String, producer: KafkaProducer, consumer: KafkaConsumerConfiguration, logger: Logger) {
+    ///   - consumer: a consumer configuration with an id unique to this instance (it joins no group).
+    ///   - retention: how far back a starting instance reads: ``retention(window:)``.
+    ///   - now: the clock the records' timestamps are compared with.
+    package init(
+        topic: String, producer: KafkaProducer, consumer: KafkaConsumerConfiguration, retention: Duration,
+        now: @escaping @Sendable () -> Date = Date.init, logger: Logger
+    ) {
         self.topic = topic
         self.producer = producer
-        var consumer = consumer
-        consumer.autoOffsetReset = .earliest
         self.consumer = consumer
+        self.retention = retention
+        self.now = now
         self.logger = logger
     }
 
@@ -38,7 +52,8 @@ package struct KafkaRealtimeLog: RealtimeLog {
     }
 
     package func run(apply: @escaping @Sendable (Int64, RealtimeRecord) async -> Void) async throws {
-        let consumer = try KafkaConsumer(configuration: consumer, topics: [topic], logger: logger)
+        let since = now().addingTimeInterval(-Double(retention.milliseconds) / 1000)
+        let consumer = try await KafkaConsumer.reading([topic], since: since, configuration: consumer, logger: logger)
         do {
             for try await message in consumer.messages {
                 do {

@@ -78,9 +78,10 @@ package struct RealtimeSettings: Sendable {
 }
 
 extension ServicePlatform {
-    /// The service's Socket.IO server, with its realtime log on `realtime.<service>` (a consumer group per
-    /// instance): emits reach sockets held by every instance, and clients recover on any of them.
-    package func makeRealtimeServer(environment: ServiceEnvironment) async throws -> RealtimeServer {
+    /// The service's Socket.IO server, with its realtime log on `realtime.<service>` (read by every instance): emits
+    /// reach sockets held by every instance, and clients recover on any of them. Adds the `realtime` check to
+    /// `/ready`: down until the instance has read the log up to its own start.
+    package mutating func makeRealtimeServer(environment: ServiceEnvironment) async throws -> RealtimeServer {
         let settings = try RealtimeSettings(environment: environment)
         var engine = EngineConfiguration()
         engine.path = settings.path
@@ -99,15 +100,13 @@ extension ServicePlatform {
         socketIO.now = { now() }
         let topic = "realtime.\(configuration.serviceName)"
         let client = configuration.kafka.clientConfiguration(clientId: configuration.serviceName)
+        let retention = KafkaRealtimeLog.retention(window: settings.recovery?.window ?? .zero)
         do {
             try await KafkaAdmin.createTopics(
                 [
                     KafkaTopicSpecification(
                         name: topic, partitions: 1, replicationFactor: configuration.kafka.topicReplicationFactor,
-                        configs: [
-                            "retention.ms": String(
-                                KafkaRealtimeLog.retention(window: settings.recovery?.window ?? .zero).milliseconds)
-                        ])
+                        configs: KafkaRealtimeLog.topicConfiguration(retention: retention))
                 ],
                 client: client, timeout: .seconds(5), logger: logger
             )
@@ -116,9 +115,15 @@ extension ServicePlatform {
         }
         let log = KafkaRealtimeLog(
             topic: topic, producer: producer,
-            consumer: consumerConfiguration(name: "realtime.\(UUID().uuidString.lowercased())"), logger: logger
+            consumer: consumerConfiguration(name: "realtime.\(UUID().uuidString.lowercased())"), retention: retention,
+            now: { now() }, logger: logger
         )
-        return RealtimeServer(configuration: engine, socketIO: socketIO, log: log, logger: logger)
+        let server = RealtimeServer(configuration: engine, socketIO: socketIO, log: log, logger: logger)
+        addReadinessCheck(
+            ReadinessCheck(name: "realtime") {
+                guard server.hasCaughtUp else { throw Degradation("the realtime log is not read up to this start yet") }
+            })
+        return server
     }
 
     /// The application with `realtime` mounted: its polling routes on `router`, WebSocket upgrades, and the

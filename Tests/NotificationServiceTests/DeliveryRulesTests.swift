@@ -27,7 +27,7 @@ struct DeliveryRulesTests {
         #expect(decide(.invalidToken(status: 410, answer: "Unregistered"), attempt: 1) == .removeToken)
     }
 
-    @Test("back-off doubles from the initial delay with jitter, capped; Retry-After wins but is capped too")
+    @Test("back-off doubles from the initial delay with jitter, capped; never shorter than Retry-After, capped too")
     func backOff() {
         let initial = Duration.milliseconds(500)
         let maximum = Duration.seconds(10)
@@ -42,6 +42,7 @@ struct DeliveryRulesTests {
         #expect(delay(3, jitter: 0.5) == .seconds(1))
         #expect(delay(10_000) == maximum, "no overflow for a huge attempt number")
         #expect(delay(1, after: .seconds(7)) == .seconds(7))
+        #expect(delay(5, after: .seconds(1)) == .seconds(8), "a short Retry-After does not cut the backoff")
         #expect(delay(1, after: .seconds(3600)) == maximum)
         #expect(DeliveryRules.lease(timeout: .seconds(10)) == .seconds(25))
     }

@@ -181,7 +181,8 @@ struct NotificationServiceTests {
         #expect(message["notification"] == nil)
         #expect(
             message["data"] as? [String: String] == [
-                "link": "app://offers/o-1", "offerId": "o-1", "title": "New delivery offer",
+                "link": "app://offers/o-1", "offerId": "o-1", "notificationId": push.notificationId,
+                "title": "New delivery offer",
                 "body": "New delivery offer! Earn an estimated ₹65.", "channel": "offer", "sound": "offer_alert",
             ])
         let androidConfig = try #require(message["android"] as? [String: Any])
@@ -221,6 +222,7 @@ struct NotificationServiceTests {
             ])
         #expect(aps["sound"] as? String == "offer_alert.caf")
         #expect(aps["content-available"] as? Int == 1)
+        #expect(apnsRequest.json["notificationId"] as? String == push.notificationId)
         #expect(apnsRequest.json["link"] as? String == "app://offers/o-1")
 
         let log = try await harness.log(user.id)
@@ -239,7 +241,10 @@ struct NotificationServiceTests {
             chatToFCM["notification"] as? [String: String] == [
                 "title": "New delivery offer", "body": "New delivery offer! Earn an estimated ₹65.",
             ])
-        #expect(chatToFCM["data"] as? [String: String] == ["link": "app://offers/o-1", "offerId": "o-1"])
+        #expect(
+            chatToFCM["data"] as? [String: String] == [
+                "link": "app://offers/o-1", "offerId": "o-1", "notificationId": chat.notificationId,
+            ])
         #expect(
             (chatToFCM["android"] as? [String: Any])?["notification"] as? [String: String] == [
                 "channel_id": "chat_message", "sound": "offer_alert",

@@ -154,7 +154,8 @@ struct PythonClientTests {
         @Sendable func log() -> KafkaRealtimeLog {
             KafkaRealtimeLog(
                 topic: topic, producer: producer,
-                consumer: KafkaConsumerConfiguration(client: client, groupId: uniqueName("instance")), logger: logger
+                consumer: KafkaConsumerConfiguration(client: client, groupId: uniqueName("instance")),
+                retention: .seconds(240), logger: logger
             )
         }
         let (first, second) = (TestPorts.allocate(), TestPorts.allocate())
@@ -162,11 +163,19 @@ struct PythonClientTests {
             try await TestAuth.token("a", .customer), try await TestAuth.token("b", .customer),
             try await TestAuth.token("c", .rider),
         ]
-        let result = try await withRunningServer(
-            try await Self.makeApplication(port: first, log: log()), port: first
-        ) {
-            try await withRunningServer(try await Self.makeApplication(port: second, log: log()), port: second) {
-                try await Self.scenario(["rooms", "http://127.0.0.1:\(first)", "http://127.0.0.1:\(second)"] + tokens)
+        let (firstInstance, secondInstance) = (
+            try await Self.makeApplication(port: first, log: log()),
+            try await Self.makeApplication(port: second, log: log())
+        )
+        let result = try await withRunningServer(firstInstance, port: first) {
+            try await withRunningServer(secondInstance, port: second) {
+                // Handshakes are refused (503) until an instance has read the log up to its start.
+                let deadline = ContinuousClock.now + .seconds(30)
+                while !(firstInstance.1.hasCaughtUp && secondInstance.1.hasCaughtUp), ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                return try await Self.scenario(
+                    ["rooms", "http://127.0.0.1:\(first)", "http://127.0.0.1:\(second)"] + tokens)
             }
         }
         await producer.close()

@@ -8,6 +8,7 @@ import Logging
 import NIOCore
 import PostgresNIO
 import ServiceKit
+import Synchronization
 import TestSupport
 import Testing
 
@@ -339,4 +340,62 @@ struct OutboxInboxTests {
             #expect(dead == "not an event")
         }
     }
+
+    @Test(
+        "a stream consumer misses nothing published while it starts, and applies again what came within its replay"
+    )
+    func streamConsumerStartsFromItsReplay() async throws {
+        let brokers = try TestInfrastructure.kafkaBrokers()
+        let topic = Topic(uniqueName("stream"))
+        try await KafkaAdmin.createTopics(
+            [KafkaTopicSpecification(name: topic.rawValue, partitions: 2)], client: Self.client(brokers), logger: logger
+        )
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
+        try await producer.send(
+            topic: topic.rawValue, key: "order-before",
+            value: try ContractCoding.encode(Self.accepted("order-before", sequence: 0)))
+        // The broker stamps in milliseconds: the start is clearly after the first event.
+        try await Task.sleep(for: .milliseconds(5))
+        let started = Date()
+        let seen = SeenOrders()
+        func consumer(replay: Duration) -> EventConsumer {
+            EventConsumer(
+                name: "stream", topics: [topic],
+                configuration: KafkaConsumerConfiguration(client: Self.client(brokers), groupId: uniqueName("stream")),
+                start: .eachInstance(replay: replay, now: { started }),
+                effect: .direct { event in
+                    seen.withLock { $0.append(event.payload(as: OrderAccepted.self)?.orderId ?? "?") }
+                },
+                logger: logger)
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // No replay: what is published as it starts (before a group could have been joined) is read, what was
+            // published before is not.
+            group.addTask { try await consumer(replay: .zero).run() }
+            try await producer.send(
+                topic: topic.rawValue, key: "order-after",
+                value: try ContractCoding.encode(Self.accepted("order-after", sequence: 1)))
+            try await eventually(timeout: .seconds(10), "the event published while starting") {
+                seen.withLock { $0.contains("order-after") }
+            }
+            #expect(!seen.withLock { $0.contains("order-before") })
+            group.cancelAll()
+        }
+        seen.withLock { $0.removeAll() }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await consumer(replay: .seconds(60)).run() }
+            try await eventually(timeout: .seconds(10), "both events again") {
+                seen.withLock { Set($0) == ["order-before", "order-after"] }
+            }
+            group.cancelAll()
+        }
+        await producer.close()
+    }
+}
+
+/// The order ids a test consumer saw.
+private final class SeenOrders: Sendable {
+    private let ids = Mutex<[String]>([])
+    func withLock<T>(_ body: (inout [String]) -> T) -> T { ids.withLock { body(&$0) } }
 }

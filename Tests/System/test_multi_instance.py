@@ -2,8 +2,11 @@
 sockets spread across instances, no event missed or doubled when a phone reconnects to the other instance, and an
 instance killed mid-journey."""
 import dataclasses
+import time
+import uuid
 
 import pytest
+import socketio
 
 import gateway_kit
 import system
@@ -36,6 +39,28 @@ def message_ids(client):
 def chat_across(cast, instances, customer_on, rider_on):
     """A chat whose customer and rider are connected straight to the given chat instances."""
     return RecoveringChat(cast, instances.service_url(customer_on), instances.service_url(rider_on))
+
+
+@pytest.mark.parametrize("affinity", [True, False], ids=["by-affinity", "by-address"])
+def test_long_polling_clients_through_the_gateway_stay_on_the_instance_holding_their_session(cast, affinity):
+    """A long-polling client's handshake, posts and polls each come on a connection of their own; the gateway must
+    send them all to one instance. (It once routed the handshake at random and the rest by session id: with two
+    instances, half the clients got "Session ID unknown" and never connected.) Sixteen clients all connecting by
+    chance would be one in 65,536."""
+    clients = []
+    try:
+        for _ in range(16):
+            client = socketio.Client(reconnection=False, http_session=cast.customer.gateway.session())
+            query = f"?affinity={uuid.uuid4().hex}" if affinity else ""
+            client.connect(f"{cast.customer.gateway.url}{query}", namespaces=["/orders"],
+                           auth={"token": cast.customer.token}, transports=["polling"],
+                           socketio_path="orders/socket.io", wait_timeout=10)
+            clients.append(client)
+        time.sleep(0.5)  # a few polls more, each of which must find the session
+        assert all(client.connected for client in clients)
+    finally:
+        for client in clients:
+            client.disconnect()
 
 
 def test_a_customer_and_a_rider_on_different_chat_instances_hear_each_other_once(cast, instances):

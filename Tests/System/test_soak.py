@@ -20,13 +20,21 @@ SEED = int(os.environ.get("SOAK_TEST_SEED", "20"))
 
 
 @pytest.fixture(scope="module")
-def soak_system(maps):
-    with system.started(SOAK) as running:
+def fcm(tmp_path_factory):
+    fake = soak_kit.FakeFCM(18496 + OFFSET, tmp_path_factory.mktemp("fcm"))
+    yield fake
+    fake.close()
+
+
+@pytest.fixture(scope="module")
+def soak_system(maps, fcm):
+    profile = dataclasses.replace(SOAK, service_environment={**SOAK.service_environment, **fcm.environment()})
+    with system.started(profile) as running:
         yield running
 
 
-def test_a_minute_of_journeys_under_random_faults_loses_and_doubles_nothing(soak_system):
-    report = soak_kit.Soak(soak_system, SEED, minutes=1.0, delivery_lanes=4, visit_lanes=1).run()
+def test_a_minute_of_journeys_under_random_faults_loses_and_doubles_nothing(soak_system, fcm):
+    report = soak_kit.Soak(soak_system, SEED, minutes=1.0, delivery_lanes=4, visit_lanes=1, fcm=fcm).run()
     print(soak_kit.describe(report))
     assert report["violations"] == []
     assert report["events lost"] == 0

@@ -19,6 +19,7 @@ import socket
 import ssl
 import threading
 import time
+import uuid
 
 import websocket
 
@@ -62,6 +63,8 @@ class RecoveringSocket:
         self._lock = threading.Lock()
         self._connected = threading.Event()
         self._early = []  # kept across connections, as the JS client's receive buffer
+        # As an app sends its device id: the gateway keeps a client on one instance by it (and spreads clients).
+        self.affinity = uuid.uuid4().hex
         self.connect()
 
     # Connection
@@ -71,11 +74,21 @@ class RecoveringSocket:
         if url:
             self.url = url
         scheme = "wss" if self.url.startswith("https") else "ws"
-        address = f"{scheme}://{self.url.split('://', 1)[1]}/{self.path}/?EIO=4&transport=websocket"
+        address = f"{scheme}://{self.url.split('://', 1)[1]}/{self.path}/?EIO=4&transport=websocket&affinity={self.affinity}"
         options = {"sslopt": {"ca_certs": self.ca_file, "cert_reqs": ssl.CERT_REQUIRED}} if scheme == "wss" else {}
         if self.disconnected_by_server:
             raise ConnectRefused("the server sent this socket away (DISCONNECT): socket.io-client does not reconnect")
-        self.ws = websocket.create_connection(address, timeout=timeout, **options)
+        # A starting instance refuses the handshake until it has read its realtime log: try again, as socket.io-client
+        # does (its reconnection), for up to `timeout`.
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.ws = websocket.create_connection(address, timeout=timeout, **options)
+                break
+            except websocket.WebSocketBadStatusException as refusal:
+                if refusal.status_code not in (400, 503) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.25)
         opening = self.ws.recv()
         assert opening.startswith("0"), opening
         # No read timeout from here: an idle socket waits for the server's pings, as the JS client does.
@@ -96,7 +109,7 @@ class RecoveringSocket:
         self._reader = threading.Thread(target=self._read, args=(self.ws, self.connections), daemon=True)
         self._reader.start()
         failure = None
-        if not self._connected.wait(timeout + 10):  # the server may wait up to 10 s to catch up with its log
+        if not self._connected.wait(timeout):
             failure = TimeoutError("no CONNECT answer")
         elif self._refusal is not None:
             failure = ConnectRefused(self._refusal)

@@ -160,6 +160,8 @@ class SocketClient:
             # Emits to rooms carry their recovery offset as a last argument (Socket.IO connection state recovery).
             self.client.on(name, (lambda event: lambda data, *offset: self._record(event, data, offset, on_event))(name),
                            namespace=namespace)
+        # As an app sends its device id: the gateway keeps the client's long-polling requests on one instance by it.
+        url = f"{url}?affinity={uuid.uuid4().hex}"
         self.client.connect(url, namespaces=[namespace], auth={"token": token}, socketio_path=path, wait_timeout=10)
 
     def _record(self, event, data, offset, on_event):

@@ -6,6 +6,7 @@ records and the clients' and says what was lost, doubled or illegal. `make soak`
 The schedule (each fault's kind, target, start and length) follows from the seed alone; the interleaving with the
 journeys depends on timing, as it would in the field."""
 import collections
+import http.server
 import json
 import math
 import random
@@ -33,7 +34,9 @@ ENVIRONMENT = {
     "POSITION_MAX_SPEED_MPS": "100000",
 }
 
-FAULT_KINDS = ("kill", "term", "postgres", "cut")
+# A broker that stops answering, not one that restarts: the local broker (Tansu) keeps its log in memory, so a restart
+# here loses every topic, which is not what restarting a Kafka broker (its log on disk) does.
+FAULT_KINDS = ("kill", "term", "postgres", "cut", "push", "broker")
 TERMINAL_ORDER_STATUSES = {"Delivered", "Cancelled"}
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -676,6 +679,73 @@ class VisitLane(Lane):
         return "completed"
 
 
+class FakeFCM:
+    """FCM HTTP v1 on 127.0.0.1 for the soak's notification service (Android pushes; iOS ones go to the log
+    provider): the OAuth token endpoint and messages:send, answering as FCM does, or, while a `push` fault lasts,
+    slowly (2 s), with 503 UNAVAILABLE, or with 429 and Retry-After: 1. Records every messages:send call."""
+
+    MODES = ("slow", "unavailable", "throttled")
+
+    def __init__(self, port, directory):
+        directory.mkdir(parents=True, exist_ok=True)
+        key = directory / "fcm.pem"
+        subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out",
+                        str(key)], check=True, capture_output=True)
+        self.account = directory / "service-account.json"
+        self.account.write_text(json.dumps({
+            "type": "service_account", "project_id": "soak", "client_email": "soak@soak.iam.gserviceaccount.com",
+            "private_key": key.read_text(), "token_uri": f"http://127.0.0.1:{port}/token"}))
+        self.port, self.mode, self.lock = port, None, threading.Lock()
+        self.calls = []  # (time, notificationId, device token, status)
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):  # noqa: N802 - the standard library's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path == "/token":
+                    return self.answer(200, {"access_token": "soak-access-token", "expires_in": 3600,
+                                             "token_type": "Bearer"})
+                message = json.loads(body or b"{}").get("message", {})
+                mode = fake.mode
+                if mode == "slow":
+                    time.sleep(2.0)
+                status = {"unavailable": 503, "throttled": 429}.get(mode, 200)
+                with fake.lock:
+                    fake.calls.append((time.time(), message.get("data", {}).get("notificationId"),
+                                       message.get("token"), status))
+                if status == 200:
+                    return self.answer(200, {"name": f"projects/soak/messages/{uuid.uuid4()}"})
+                self.answer(status, {"error": {"code": status, "status": "UNAVAILABLE" if status == 503
+                                               else "RESOURCE_EXHAUSTED"}},
+                            {"Retry-After": "1"} if status == 429 else {})
+
+            def answer(self, status, document, headers=None):
+                data = json.dumps(document).encode()
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True, name="fake-fcm").start()
+
+    def environment(self):
+        """The notification service's settings pointing FCM here."""
+        return {"FCM_SERVICE_ACCOUNT_FILE": str(self.account), "FCM_BASE_URL": f"http://127.0.0.1:{self.port}"}
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class FaultDriver(threading.Thread):
     """Faults one at a time, each after a quiet gap of `gap` seconds. The seed alone decides each fault's kind,
     target, gap and length (the draws never depend on timing); when each starts depends on how long the ones before
@@ -721,6 +791,31 @@ class FaultDriver(threading.Thread):
             time.sleep(down_for + 0.5)
             system.resume_postgres()
             self.wait_until_all_ready()
+        elif kind == "broker":
+            instance = f"the broker, unanswering for {down_for * 2:.1f} s"
+            system.pause_broker()
+            time.sleep(down_for * 2)
+            system.resume_broker()
+            # Recovered when every outbox published what was written meanwhile.
+            deadline = time.time() + 60
+            while time.time() < deadline and any(
+                    count for name, count in self.soak.pending_work().items() if "outbox" in name):
+                time.sleep(0.2)
+        elif kind == "push":
+            fcm = self.soak.fcm
+            if fcm is None:
+                return "no fake FCM"
+            mode = FakeFCM.MODES[int(share * len(FakeFCM.MODES))]
+            fcm.mode = mode
+            time.sleep(down_for * 2)
+            fcm.mode = None
+            instance = f"FCM {mode} for {down_for * 2:.1f} s"
+            # Recovered when every delivery held up by it was sent (or failed and recorded).
+            deadline = time.time() + 60
+            while time.time() < deadline and self.soak.sql(
+                    "SELECT count(*) FROM notification.deliveries WHERE platform = 'android' "
+                    "AND status IN ('pending', 'sending')")[0][0] != "0":
+                time.sleep(0.2)
         else:
             with AppSocket.registry_lock:
                 sockets = sorted(AppSocket.registry, key=lambda client: (client.party.id, client.kind))
@@ -743,6 +838,12 @@ class FaultDriver(threading.Thread):
             system.resume_postgres()
         except Exception:  # noqa: BLE001 - it was running
             pass
+        try:
+            system.resume_broker()
+        except Exception:  # noqa: BLE001 - it was running
+            pass
+        if self.soak.fcm:
+            self.soak.fcm.mode = None
         for name in system.profile.all_instances:
             if not system.running(name):
                 try:
@@ -758,12 +859,18 @@ class FaultDriver(threading.Thread):
         return any(fault["start"] <= moment <= fault["end"] + grace and fault["kind"] in kinds
                    for fault in self.injected)
 
+    def started_within(self, moment, seconds, kind, target):
+        """Whether a fault of `kind` on an instance whose name starts with `target` began within `seconds` after
+        `moment`."""
+        return any(fault["kind"] == kind and fault["target"].startswith(target)
+                   and moment <= fault["start"] <= moment + seconds for fault in self.injected)
+
 
 class Soak:
     """Lanes of journeys and the fault driver over a running system, then the checker."""
 
-    def __init__(self, system, seed, minutes, delivery_lanes=6, visit_lanes=2, faults=True):
-        self.system, self.seed, self.minutes = system, seed, minutes
+    def __init__(self, system, seed, minutes, delivery_lanes=6, visit_lanes=2, faults=True, fcm=None):
+        self.system, self.seed, self.minutes, self.fcm = system, seed, minutes, fcm
         self.recorder = Recorder()
         self.gateway = gateway_kit.Gateway(system.gateway_url, system.tls_certificate, system.bin)
         self.stopping = threading.Event()
@@ -966,6 +1073,45 @@ class Soak:
                                     "WHERE status = 'sent' AND attempts > 1")[0][0])
         self.recorder.count("push deliveries leased more than once (the provider may have been called twice)",
                             leased_again)
+        return violations + self.check_provider_calls(parties)
+
+    def check_provider_calls(self, parties):
+        """Exactly one accepted FCM call per Android delivery the service recorded as sent, none for one it recorded
+        as failed, and no accepted call the service has no delivery for."""
+        if self.fcm is None:
+            return []
+        with self.fcm.lock:
+            calls = list(self.fcm.calls)
+        accepted = collections.Counter((notification, token) for _, notification, token, status in calls
+                                       if status == 200)
+        refused = collections.Counter(status for _, _, _, status in calls if status != 200)
+        self.recorder.count("FCM calls accepted", sum(accepted.values()))
+        for status, count in sorted(refused.items()):
+            self.recorder.count(f"FCM calls answered {status} (a push fault)", count)
+        deliveries = {(notification, token): status for notification, token, status in self.sql(
+            "SELECT d.notification_id, d.token, d.status FROM notification.deliveries d "
+            "JOIN notification.notifications n ON n.notification_id = d.notification_id "
+            f"WHERE d.platform = 'android' AND n.user_id LIKE '%{parties}%'")}
+        first_accepted = {}
+        for moment, notification, token, status in calls:
+            if status == 200:
+                first_accepted.setdefault((notification, token), moment)
+        violations = []
+        for key, status in sorted(deliveries.items()):
+            wanted = 1 if status == "sent" else 0
+            if accepted[key] == wanted:
+                continue
+            # A notification instance that dies between the provider's answer and its record cannot know the call
+            # was made: the delivery is sent again once its lease runs out (the app drops the copy by its
+            # notificationId). Only that is allowed.
+            if accepted[key] == 2 and status == "sent" and self.faults and self.faults.started_within(
+                    first_accepted[key], 2.0, kind="kill", target="notification-service"):
+                self.recorder.count("pushes sent twice: the notification instance died before recording the first")
+                continue
+            violations.append(f"push {key[0]}: FCM accepted {accepted[key]} calls for a delivery {status}")
+        soak_calls = {key for key in accepted if key[1] and parties in key[1]}
+        for key in sorted(soak_calls - set(deliveries)):
+            violations.append(f"push {key[0]}: FCM accepted a call the service has no delivery for")
         return violations
 
     def check_offers(self):

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Tests" / "python")
 import soak_kit  # noqa: E402
 import system  # noqa: E402
 
-# Ports of its own (below the ephemeral range, apart from `make run`'s and the tests'), so it can run beside them.
+# Ports of its own (below the ephemeral range, apart from `make run`'s and the tests'), so it can run beside them;
+# the fake FCM listens on 18396.
 SOAK = dataclasses.replace(
     system.RUN, name="soak", postgres_port=15436, broker_port=19150, gateway_http_port=18380,
     gateway_https_port=18743, service_ports=dict(zip(system.SERVICES, range(18381, 18386))), instances=2,
@@ -36,8 +38,12 @@ def main():
     faults = os.environ.get("SOAK_FAULTS", "1") != "0"
     system.log(f"soak: {minutes:g} min, seed {seed} (SOAK_SEED={seed} repeats the fault schedule), "
                f"{lanes} delivery lanes and 2 technician lanes, faults {'on' if faults else 'off'}")
-    with system.started(SOAK) as running:
-        report = soak_kit.Soak(running, seed, minutes, delivery_lanes=lanes, faults=faults).run()
+    with tempfile.TemporaryDirectory(prefix="soak-fcm-") as directory:
+        fcm = soak_kit.FakeFCM(18396, Path(directory))
+        profile = dataclasses.replace(SOAK, service_environment={**SOAK.service_environment, **fcm.environment()})
+        with system.started(profile) as running:
+            report = soak_kit.Soak(running, seed, minutes, delivery_lanes=lanes, faults=faults, fcm=fcm).run()
+        fcm.close()
     path = running.runtime / f"soak-{seed}-{time.strftime('%Y%m%dT%H%M%S')}.json"
     path.write_text(json.dumps(report, indent=2, default=str))
     print(soak_kit.describe(report), flush=True)

@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -210,6 +211,13 @@ class System:
         subprocess.run([SCRIPTS / "postgres.sh", "resume", self.runtime / "postgres", str(self.profile.postgres_port)],
                        check=True, env=self.postgres_environment())
 
+    def pause_broker(self):
+        """The broker stops answering (SIGSTOP): connections stay open and requests go unanswered; its log stays."""
+        os.kill(int((self.runtime / "broker" / "broker.pid").read_text()), signal.SIGSTOP)
+
+    def resume_broker(self):
+        os.kill(int((self.runtime / "broker" / "broker.pid").read_text()), signal.SIGCONT)
+
     def postgres_environment(self):
         return {**os.environ, "POSTGRES_SYNCHRONOUS_COMMIT": "on" if self.profile.durable_commits else "off"}
 
@@ -327,9 +335,12 @@ class System:
         }
         gateway_conf = GATEWAY_TEMPLATES.joinpath("gateway.conf.template").read_text()
         for name, variable in SERVICES.items():
-            servers = " ".join(f"server 127.0.0.1:{self.profile.port(instance)};"
-                               for instance in self.profile.instance_names(name))
-            gateway_conf = gateway_conf.replace("server ${" + variable + "};", servers)
+            # One `server` line per instance, each with the template's parameters.
+            gateway_conf = re.sub(
+                r"server \$\{" + variable + r"\}([^;]*);",
+                lambda line, name=name: " ".join(f"server 127.0.0.1:{self.profile.port(instance)}{line[1]};"
+                                                 for instance in self.profile.instance_names(name)),
+                gateway_conf)
         rendered = directory / "gateway.conf.template"
         rendered.write_text(gateway_conf)
         (directory / "gateway.conf").write_text(render(rendered, values))

@@ -52,7 +52,9 @@ package enum ChatService: ServiceDefinition {
         platform.addConsumer(name: "chat-rooms", topics: [.ordersEvents]) { event, connection in
             try await workflow.project(event, on: connection)
         }
-        platform.addStreamConsumer(name: "chat-fanout", topics: [.chatMessages]) { event in
+        platform.addStreamConsumer(
+            name: "chat-fanout", topics: [.chatMessages], replay: realtime.replayWithinDedupe
+        ) { event in
             try await handlers.fanOut(event)
         }
         platform.addStreamConsumer(name: "chat-access", topics: [.ordersEvents]) { event in

@@ -37,7 +37,9 @@ package enum OrderService: ServiceDefinition {
             return rooms.intersection([room])
         }
         let stream = OrderStream(namespace: orders, sagas: sagas, logger: platform.logger)
-        platform.addStreamConsumer(name: "orders-stream", topics: [.ordersEvents]) { event in
+        platform.addStreamConsumer(
+            name: "orders-stream", topics: [.ordersEvents], replay: realtime.replayWithinDedupe
+        ) { event in
             try await stream.handle(event)
         }
 

@@ -47,9 +47,11 @@ extension EngineServer {
             }
         }
         let headers = head.headerFields
-        // A declined upgrade is an empty 400 (Hummingbird's); a WebSocket request without upgrade headers gets the
-        // protocol's error from `respond(to:context:)`.
-        if atSessionLimit(peer: channel.remoteAddress, headers: headers) { return .dontUpgrade }
+        // A declined upgrade (a starting instance, or too many sessions) is an empty 400 (Hummingbird's); a WebSocket
+        // request without upgrade headers gets the protocol's error from `respond(to:context:)`.
+        if !handler.acceptsSessions || atSessionLimit(peer: channel.remoteAddress, headers: headers) {
+            return .dontUpgrade
+        }
         return .upgrade([:]) { inbound, outbound, _ in
             await self.serveWebSocket(
                 query: query, headers: headers, channel: channel, inbound: inbound, outbound: outbound)

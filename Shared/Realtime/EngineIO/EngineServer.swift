@@ -44,6 +44,12 @@ package protocol EngineHandler: Sendable {
     func receive(_ message: EngineMessage, from session: EngineSession) async throws(EngineProtocolError)
     /// The session closed.
     func closed(_ session: EngineSession, reason: EngineCloseReason) async
+    /// Whether a handshake may open a session now; while false handshakes are answered 503 (a starting instance).
+    var acceptsSessions: Bool { get }
+}
+
+extension EngineHandler {
+    package var acceptsSessions: Bool { true }
 }
 
 /// An Engine.IO v4 server: HTTP long-polling, WebSocket, the upgrade from one to the other, and the heartbeat.
@@ -114,6 +120,7 @@ package final class EngineServer: Service, Sendable {
 
     /// Why a handshake opened no session.
     enum Refusal: Error {
+        case starting
         case shuttingDown
         case tooManySessions
     }
@@ -122,6 +129,7 @@ package final class EngineServer: Service, Sendable {
         query: [String: String], headers: HTTPFields, peer: SocketAddress?, transport: EngineSession.Transport
     ) -> Result<EngineSession, Refusal> {
         guard acceptingSessions.load(ordering: .acquiring) else { return .failure(.shuttingDown) }
+        guard handler.acceptsSessions else { return .failure(.starting) }
         let headerValues = Self.headerValues(headers)
         let address = configuration.trustedProxies.clientAddress(peer: peer, headers: headerValues)
         let session = EngineSession(
@@ -178,6 +186,7 @@ package final class EngineServer: Service, Sendable {
 
     static func refusalResponse(_ refusal: Refusal) -> Response {
         switch refusal {
+        case .starting: error(.serviceUnavailable, code: 3, "Server starting", retryAfter: 1)
         case .shuttingDown: error(.serviceUnavailable, code: 3, "Server shutting down")
         case .tooManySessions: error(.tooManyRequests, code: 4, "Too many sessions from this address")
         }
@@ -273,11 +282,12 @@ package final class EngineServer: Service, Sendable {
     }
 
     /// Engine.IO's error answer: `{"code":N,"message":"..."}`.
-    static func error(_ status: HTTPResponse.Status, code: Int, _ message: String) -> Response {
+    static func error(
+        _ status: HTTPResponse.Status, code: Int, _ message: String, retryAfter seconds: Int? = nil
+    ) -> Response {
         let body = JSONValue.object(JSONObject([("code", JSONValue(code)), ("message", .string(message))])).serialized
-        return Response(
-            status: status, headers: [.contentType: "application/json", .contentLength: String(body.utf8.count)],
-            body: .init(byteBuffer: ByteBuffer(string: body))
-        )
+        var headers: HTTPFields = [.contentType: "application/json", .contentLength: String(body.utf8.count)]
+        if let seconds { headers[.retryAfter] = String(seconds) }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
     }
 }

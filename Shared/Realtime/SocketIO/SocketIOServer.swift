@@ -19,6 +19,15 @@ package final class SocketIOServer: EngineHandler, Sendable {
     private let log: (any RealtimeLog)?
     let configuration: SocketIOConfiguration
 
+    /// Whether the log was read up to this instance's start (always, without a log). Until then handshakes are
+    /// refused (503): the emits before the start must be held for recovery, and must not reach new sockets late.
+    package var acceptsSessions: Bool { logState.withLock { $0.caughtUp } }
+
+    /// How long the realtime log drops an emit whose dedupe key it applied already; nil without a log.
+    package var dedupeWindow: Duration? {
+        log == nil ? nil : (configuration.recovery ?? SocketIORecoverySettings()).window
+    }
+
     private struct LogState {
         var ledger: RecoveryLedger
         /// The next offset when there is no log.
@@ -156,7 +165,6 @@ package final class SocketIOServer: EngineHandler, Sendable {
         guard connection.socket(in: namespace.name) == nil else {
             throw EngineProtocolError("CONNECT twice to one namespace")
         }
-        await waitUntilCaughtUp()
         let handshake = SocketIOHandshake(
             auth: packet.data, query: connection.session.query, headers: connection.session.headers)
         var credentials: SocketIOCredentials?
@@ -423,19 +431,6 @@ package final class SocketIOServer: EngineHandler, Sendable {
             }
             await group.next()
             group.cancelAll()
-        }
-    }
-
-    /// Connections wait (up to 10 s) until the log was read up to this instance's start, so the emits before it
-    /// are held for recovery and never delivered late to new sockets.
-    private func waitUntilCaughtUp() async {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !logState.withLock({ $0.caughtUp }) {
-            guard ContinuousClock.now < deadline else {
-                logger.warning("accepting a connection before the realtime log caught up")
-                return
-            }
-            try? await Task.sleep(for: .milliseconds(20))
         }
     }
 

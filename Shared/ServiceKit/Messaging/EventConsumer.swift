@@ -26,9 +26,20 @@ package final class EventConsumer: Service, Sendable {
     /// Work to do once an effect's transaction committed.
     package typealias FollowUp = @Sendable () async -> Void
 
+    /// Where the consumer reads from.
+    package enum Start: Sendable {
+        /// Where its group committed (the group's members share the partitions).
+        case group
+        /// On each instance for itself, from the records stamped `replay` before it started: no group, nothing
+        /// committed, nothing missed while it was starting, and what the service published while it was down for
+        /// up to `replay` applied again (the effect must tolerate repeats).
+        case eachInstance(replay: Duration, now: @Sendable () -> Date)
+    }
+
     package let name: String
     package let topics: [Topic]
     private let configuration: KafkaConsumerConfiguration
+    private let start: Start
     private let effect: Effect
     private let logger: Logger
     package let maximumAttempts = 5
@@ -39,12 +50,15 @@ package final class EventConsumer: Service, Sendable {
     ///   - name: the consumer's name, unique in the service: its inbox key and the suffix of its group id.
     ///   - topics: the topics to consume.
     ///   - configuration: the consumer-group configuration.
+    ///   - start: a group member (the default) or a reader on each instance.
     package init(
-        name: String, topics: [Topic], configuration: KafkaConsumerConfiguration, effect: Effect, logger: Logger
+        name: String, topics: [Topic], configuration: KafkaConsumerConfiguration, start: Start = .group,
+        effect: Effect, logger: Logger
     ) {
         self.name = name
         self.topics = topics
         self.configuration = configuration
+        self.start = start
         self.effect = effect
         var logger = logger
         logger[metadataKey: "kafka.consumer"] = "\(name)"
@@ -54,9 +68,23 @@ package final class EventConsumer: Service, Sendable {
     }
 
     package func run() async throws {
-        let consumer = try KafkaConsumer(
-            configuration: configuration, topics: topics.map(\.rawValue), logger: logger
-        )
+        let consumer: KafkaConsumer
+        switch start {
+        case .group:
+            consumer = try KafkaConsumer(configuration: configuration, topics: topics.map(\.rawValue), logger: logger)
+        case .eachInstance(let replay, let now):
+            let since = now() - replay
+            // Locating where to start waits for the broker: a shutdown meanwhile ends it.
+            do {
+                consumer = try await cancelWhenGracefulShutdown {
+                    try await KafkaConsumer.reading(
+                        self.topics.map(\.rawValue), since: since, configuration: self.configuration,
+                        logger: self.logger)
+                }
+            } catch is CancellationError {
+                return
+            }
+        }
         logger.info(
             "consuming",
             metadata: ["kafka.topics": "\(topics.map(\.rawValue))", "kafka.group": "\(configuration.groupId)"]
@@ -74,6 +102,7 @@ package final class EventConsumer: Service, Sendable {
     private func consume(_ consumer: KafkaConsumer) async throws {
         for try await message in consumer.messages {
             guard await process(message) else { return }
+            guard case .group = start else { continue }
             do {
                 // Effects are idempotent (the inbox, or fan-out that tolerates a repeat): a commit lost in flight
                 // only means a redelivery, so the broker's answer is not waited for.
@@ -129,7 +158,7 @@ package final class EventConsumer: Service, Sendable {
     /// Whether every instance consumes for itself (a stream consumer, for its sockets) rather than the service's
     /// instances sharing one group.
     package var eachInstance: Bool {
-        if case .direct = effect { return true }
+        if case .eachInstance = start { return true }
         return false
     }
 
@@ -202,7 +231,7 @@ package final class EventConsumer: Service, Sendable {
             return ["08", "53", "57", "40"].contains(String(state.prefix(2)))
         }
         if let error = error as? KafkaError { return error.isRetriable }
-        return false
+        return Database.isUnavailable(error)
     }
 }
 

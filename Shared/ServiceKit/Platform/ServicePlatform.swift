@@ -126,16 +126,20 @@ package struct ServicePlatform: Sendable {
         )
     }
 
-    /// Adds a consumer that every instance runs for itself (a consumer group per instance, from the latest
-    /// offset), applying events without the inbox: for fan-out to this instance's sockets.
+    /// Adds a consumer that every instance runs for itself, applying events without the inbox: for fan-out to
+    /// sockets. It reads from `replay` before the instance started (no group to join, so nothing published while
+    /// it starts is missed), and applies again what was published while the service was down for up to `replay`:
+    /// the handler must tolerate repeats (emits with a dedupe key do).
     package mutating func addStreamConsumer(
-        name: String, topics: [Topic], handler: @escaping @Sendable (DecodedEvent) async throws -> Void
+        name: String, topics: [Topic], replay: Duration = .zero,
+        handler: @escaping @Sendable (DecodedEvent) async throws -> Void
     ) {
-        var configuration = consumerConfiguration(name: "\(name).\(UUID().uuidString.lowercased())")
-        configuration.autoOffsetReset = .latest
+        let now = self.now
         addConsumer(
             EventConsumer(
-                name: name, topics: topics, configuration: configuration, effect: .direct(handler), logger: logger)
+                name: name, topics: topics,
+                configuration: consumerConfiguration(name: "\(name).\(UUID().uuidString.lowercased())"),
+                start: .eachInstance(replay: replay, now: { now() }), effect: .direct(handler), logger: logger)
         )
     }
 
@@ -146,6 +150,9 @@ package struct ServicePlatform: Sendable {
 
     /// Adds a long-lived service (e.g. a scheduler) to run with the platform's.
     package mutating func addService(_ service: any Service) { otherServices.append(service) }
+
+    /// Adds a check to `/ready`; call it before ``makeRouter()``.
+    package mutating func addReadinessCheck(_ check: ReadinessCheck) { readinessChecks.append(check) }
 
     /// A router with the shared middleware (errors as JSON, request logs, metrics) and the health routes.
     package func makeRouter() -> Router<ServiceRequestContext> {

@@ -3,6 +3,7 @@ import Logging
 import NIOPosix
 import NIOSSL
 import PostgresNIO
+import Synchronization
 
 /// A service's Postgres: the pooled client, the schema it owns, and the transaction helper.
 package struct Database: Sendable {
@@ -86,12 +87,36 @@ package struct Database: Sendable {
 extension PostgresClient {
     /// Runs `body` in a transaction on a leased connection: committed if it returns, rolled back if it throws; the
     /// error is rethrown as is. Unlike `withTransaction`, it never waits forever for a ROLLBACK on a connection that
-    /// closed under `body` (Postgres rolls such a transaction back itself).
+    /// closed under `body` (Postgres rolls such a transaction back itself). A pooled connection the server closed
+    /// (a restart, a terminated backend) may be leased once more before the pool notices: BEGIN fails on it with
+    /// nothing run, and the transaction starts again (on another, once the pool has seen it close), three times at most.
     package func transaction<Result: Sendable>(
         logger: Logger, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
+        var attempt = 1
+        while true {
+            do {
+                return try await transactionOnce(logger: logger, body)
+            } catch let stale as ClosedBeforeBegin {
+                guard attempt < 3 else { throw stale.error }
+                logger.notice(
+                    "a pooled connection was closed; beginning on another", metadata: ["attempt": "\(attempt)"])
+                // The pool drops the closed connection once it has seen it close, a moment later.
+                try await Task.sleep(for: .milliseconds(25 * attempt))
+                attempt += 1
+            }
+        }
+    }
+
+    private func transactionOnce<Result: Sendable>(
+        logger: Logger, _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
         try await withConnection { connection in
-            try await connection.query("BEGIN", logger: logger)
+            do {
+                try await connection.statementWhileOpen("BEGIN", logger: logger)
+            } catch  where Database.isUnavailable(error) {
+                throw ClosedBeforeBegin(error: error)
+            }
             let result: Result
             do {
                 result = try await body(connection)
@@ -99,25 +124,104 @@ extension PostgresClient {
                 await connection.cleanUp("ROLLBACK", logger: logger)
                 throw error
             }
-            try await connection.query("COMMIT", logger: logger)
+            try await connection.statementWhileOpen("COMMIT", logger: logger)
             return result
         }
     }
 }
 
+/// BEGIN failed because the connection was closed: nothing of the transaction ran.
+private struct ClosedBeforeBegin: Error {
+    let error: any Error
+}
+
+/// A leased connection closed before it answered; like a `PSQLError` connection failure, the database went away.
+package struct DatabaseConnectionClosed: Error, CustomStringConvertible {
+    package var description: String { "the database connection closed before it answered" }
+}
+
 extension PostgresConnection {
-    /// Runs a clean-up statement (ROLLBACK, an unlock), giving up when the connection closes: postgres-nio 1.33
-    /// never answers a query written to a connection that has just closed, so the caller would wait forever. Such a
-    /// stuck query is left behind in a task of its own; the session it belonged to is gone, and its locks with it.
+    /// Runs `statement` (BEGIN, COMMIT); throws ``DatabaseConnectionClosed`` if the connection is or becomes closed
+    /// before the answer. postgres-nio 1.33 never answers a statement written to a connection that has just closed
+    /// (seen here as requests hanging for good after a terminated backend, one in twenty), so the answer is raced
+    /// against the close.
+    fileprivate func statementWhileOpen(_ statement: PostgresQuery, logger: Logger) async throws {
+        guard try await answerUnlessClosed(statement, logger: logger) else { throw DatabaseConnectionClosed() }
+    }
+
+    /// Runs a clean-up statement (ROLLBACK, an unlock), giving up when the connection closes (see
+    /// `statementWhileOpen`): the session it belonged to is gone, and its locks with it.
     package func cleanUp(_ statement: PostgresQuery, logger: Logger) async {
-        guard !isClosed else { return }
-        let done = eventLoop.makePromise(of: Void.self)
-        closeFuture.whenComplete { _ in done.succeed() }
+        _ = try? await answerUnlessClosed(statement, logger: logger)
+    }
+
+    /// Runs `statement`: true once answered, false if the connection closed first (an answer that arrives within
+    /// ``ConnectionCloseWatchers/grace`` of the close still counts). A statement left waiting is left behind in a
+    /// task of its own.
+    private func answerUnlessClosed(_ statement: PostgresQuery, logger: Logger) async throws -> Bool {
+        guard !isClosed else { return false }
+        let answered = eventLoop.makePromise(of: Bool.self)
+        let watch = ConnectionCloseWatchers.shared.watch(self, answered)
+        defer { ConnectionCloseWatchers.shared.unwatch(self, watch) }
         Task {
-            _ = try? await self.query(statement, logger: logger)
-            done.succeed()
+            do {
+                try await self.query(statement, logger: logger)
+                answered.succeed(true)
+            } catch {
+                answered.fail(error)
+            }
         }
-        try? await done.futureResult.get()
+        return try await answered.futureResult.get()
+    }
+}
+
+/// Wakes the statements waiting on a connection when it closes. One close callback per connection: NIO cannot remove
+/// a callback, and one per statement would pile up on a pooled connection that lives for hours.
+private final class ConnectionCloseWatchers: Sendable {
+    static let shared = ConnectionCloseWatchers()
+    /// How long after the close an answer may still complete a wait: a statement's answer resumes a task before it
+    /// completes the promise, while the close completes it at once, so an answer just before a close would lose.
+    static let grace: TimeAmount = .milliseconds(100)
+
+    private struct State {
+        /// The waits of each open connection that was ever watched (an empty entry: watched, nobody waiting).
+        var waiters: [ObjectIdentifier: [Int: EventLoopPromise<Bool>]] = [:]
+        var next = 0
+    }
+    private let state = Mutex(State())
+
+    /// Watches `connection` for `promise`, completed with false when it closes (at once if it has).
+    func watch(_ connection: PostgresConnection, _ promise: EventLoopPromise<Bool>) -> Int {
+        let key = ObjectIdentifier(connection)
+        let (id, isFirst) = state.withLock { state -> (Int, Bool) in
+            defer { state.next += 1 }
+            let isFirst = state.waiters[key] == nil
+            state.waiters[key, default: [:]][state.next] = promise
+            return (state.next, isFirst)
+        }
+        if isFirst {
+            let eventLoop = connection.eventLoop
+            connection.closeFuture.whenComplete { _ in self.closed(key, eventLoop: eventLoop) }
+        }
+        return id
+    }
+
+    func unwatch(_ connection: PostgresConnection, _ id: Int) {
+        _ = state.withLock { $0.waiters[ObjectIdentifier(connection)]?.removeValue(forKey: id) }
+    }
+
+    private func closed(_ key: ObjectIdentifier, eventLoop: any EventLoop) {
+        let waiters = state.withLock { $0.waiters.removeValue(forKey: key) } ?? [:]
+        guard !waiters.isEmpty else { return }
+        eventLoop.scheduleTask(in: Self.grace) { for promise in waiters.values { promise.succeed(false) } }
+    }
+}
+
+extension Database {
+    /// Whether `error` says the database went away (unreachable, restarting, a connection closed under a request)
+    /// rather than anything about the request: worth trying again shortly.
+    package static func isUnavailable(_ error: any Error) -> Bool {
+        (error as? PSQLError)?.isConnectionFailure == true || error is DatabaseConnectionClosed
     }
 }
 

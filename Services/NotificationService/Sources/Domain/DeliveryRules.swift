@@ -37,14 +37,15 @@ package enum DeliveryRules {
         }
     }
 
-    /// The delay before attempt `attempt + 1`: the provider's Retry-After if it gave one, else exponential backoff
-    /// with jitter (`jitter`, from 0.5 to 1, of the doubled delay), capped.
+    /// The delay before attempt `attempt + 1`: exponential backoff with jitter (`jitter`, from 0.5 to 1, of the
+    /// doubled delay), never shorter than the provider's Retry-After, capped. (Retry-After alone, often 1 s, spent
+    /// every attempt within 5 s of throttling: the soak's 6 s of 429s dead-lettered a push.)
     package static func retryDelay(
         attempt: Int, retryAfter: Duration?, initial: Duration, maximum: Duration, jitter: Double
     ) -> Duration {
-        if let retryAfter { return min(retryAfter, maximum) }
         let doubled = initial * (1 << min(attempt - 1, 20))
-        return min(doubled, maximum) * jitter
+        let backoff = min(doubled, maximum) * jitter
+        return min(max(backoff, retryAfter ?? .zero), maximum)
     }
 
     /// How long an attempt holds its delivery: past it, another instance may attempt it (the holder went away).

@@ -37,13 +37,35 @@ package final class PushDispatcher: Sendable {
     private func attempt(_ id: Int64) async {
         defer { _ = queued.withLock { $0.remove(id) } }
         do {
+            let leasedAt = workflow.now()
             guard let attempt = try await database.transaction({ try await workflow.lease(id, on: $0) }) else { return }
             guard let provider = providers[attempt.platform] else { return }
             let outcome = await provider.send(attempt.message, to: attempt.token)
-            try await database.transaction { try await workflow.record(attempt, outcome: outcome, on: $0) }
+            try await record(
+                attempt, outcome: outcome,
+                before: leasedAt + (DeliveryRules.lease(timeout: workflow.settings.timeout) - .seconds(2)))
         } catch {
             // The lease runs out and the delivery is attempted again.
             logger.warning("could not attempt a push", metadata: ["delivery.id": "\(id)", "error": "\(error)"])
+        }
+    }
+
+    /// Records what the provider made of an attempt, trying again while the database is unavailable and the lease
+    /// holds: a record lost to a Postgres restart would have the provider called again once the lease ran out.
+    private func record(_ attempt: NotificationStore.Attempt, outcome: PushOutcome, before deadline: Date) async throws
+    {
+        var backoff = Duration.milliseconds(100)
+        while true {
+            do {
+                try await database.transaction { try await workflow.record(attempt, outcome: outcome, on: $0) }
+                return
+            } catch  where Database.isUnavailable(error) && workflow.now() + backoff < deadline {
+                logger.notice(
+                    "could not record a push's outcome; trying again",
+                    metadata: ["delivery.id": "\(attempt.deliveryId)", "error": "\(error)"])
+                try await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(2))
+            }
         }
     }
 }

@@ -184,6 +184,7 @@ package final class FCMProvider: PushProvider {
             // from the data and confirms receipt); a `notification` block would go to the tray instead. An iOS app
             // registered through FCM gets what a direct APNs push carries: the alert with content-available.
             var data = message.data
+            data["notificationId"] = message.notificationId
             data["title"] = data["title"] ?? message.title
             data["body"] = data["body"] ?? message.body
             data["channel"] = data["channel"] ?? message.kind.rawValue
@@ -199,7 +200,7 @@ package final class FCMProvider: PushProvider {
             android["notification"] = notification
             fields["android"] = android
             fields["notification"] = ["title": message.title, "body": message.body]
-            fields["data"] = message.data
+            fields["data"] = message.data.merging(["notificationId": message.notificationId]) { _, id in id }
         }
         let payload: [String: Any] = ["message": fields]
         return (try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])) ?? Data()
@@ -295,6 +296,7 @@ package final class APNsProvider: PushProvider {
         if message.wakesApp { aps["content-available"] = 1 }
         var payload: [String: Any] = ["aps": aps]
         for (key, value) in message.data where key != "aps" { payload[key] = value }
+        payload["notificationId"] = message.notificationId
         return payload
     }
 
