@@ -22,6 +22,18 @@ struct KafkaIntegrationTests {
         return topic
     }
 
+    func makeProducer() throws -> KafkaProducer {
+        try KafkaProducer(configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+    }
+
+    /// A consumer reading every partition of `topic` from `since`, without a group.
+    func makeReader(topic: String, since: Date) async throws -> KafkaConsumer {
+        try await KafkaConsumer.reading(
+            [topic], since: since,
+            configuration: KafkaConsumerConfiguration(client: try client(), groupId: uniqueName("reader")),
+            logger: logger)
+    }
+
     func makeConsumer(group: String, topic: String) throws -> KafkaConsumer {
         try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(client: try client(), groupId: group), topics: [topic],
@@ -47,8 +59,7 @@ struct KafkaIntegrationTests {
     @Test("1,000 keyed messages over 3 partitions are all consumed, in order per key")
     func keyedMessagesInOrder() async throws {
         let topic = try await makeTopic(partitions: 3)
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+        let producer = try makeProducer()
         let keys = (0..<10).map { "order-\($0)" }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for key in keys {
@@ -86,8 +97,7 @@ struct KafkaIntegrationTests {
     @Test("a consumer that stops before committing gets the uncommitted messages again after restart")
     func uncommittedMessagesAreRedelivered() async throws {
         let topic = try await makeTopic(partitions: 1)
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+        let producer = try makeProducer()
         for index in 0..<10 {
             try await producer.send(topic: topic, key: "k", value: Data("m\(index)".utf8))
         }
@@ -108,27 +118,22 @@ struct KafkaIntegrationTests {
     @Test("a reader from a time gets, in every partition, the records from that time on, and nothing older")
     func readingFromATime() async throws {
         let topic = try await makeTopic(partitions: 3)
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+        let producer = try makeProducer()
         let keys = (0..<12).map { "key-\($0)" }
         for key in keys { try await producer.send(topic: topic, key: key, value: Data("before:\(key)".utf8)) }
-        let configuration = KafkaConsumerConfiguration(client: try client(), groupId: uniqueName("reader"))
         // Everything already there is older than an hour from now: each partition is read from its end (Tansu
         // answers this time with the first offset, which the reader corrects).
-        let reader = try await KafkaConsumer.reading(
-            [topic], since: Date().addingTimeInterval(3_600), configuration: configuration, logger: logger)
+        let reader = try await makeReader(topic: topic, since: Date().addingTimeInterval(3_600))
         for key in keys { try await producer.send(topic: topic, key: key, value: Data("after:\(key)".utf8)) }
         let later = try await consume(reader) { $0.count >= keys.count }
         #expect(Set(later.map { String(decoding: $0.value, as: UTF8.self) }) == Set(keys.map { "after:\($0)" }))
         await reader.close()
         // From the first record's own time: every record, in each partition from its start.
+        let fromTheStart = try await makeReader(topic: topic, since: Date(timeIntervalSince1970: 0))
         let first = try #require(
-            try await consume(
-                try await KafkaConsumer.reading(
-                    [topic], since: Date(timeIntervalSince1970: 0), configuration: configuration, logger: logger)
-            ) { $0.count >= 2 * keys.count }.compactMap(\.timestamp).min())
-        let everything = try await KafkaConsumer.reading(
-            [topic], since: first, configuration: configuration, logger: logger)
+            try await consume(fromTheStart) { $0.count >= 2 * keys.count }.compactMap(\.timestamp).min())
+        await fromTheStart.close()
+        let everything = try await makeReader(topic: topic, since: first)
         let all = try await consume(everything) { $0.count >= 2 * keys.count }
         #expect(Set(all.map { String(decoding: $0.value, as: UTF8.self) }).count == 2 * keys.count)
         await everything.close()
@@ -139,8 +144,7 @@ struct KafkaIntegrationTests {
     func readingFromATimeInsideALog() async throws {
         // Tansu 0.6 answers such a time with offset 0 (not in its recent index): the reader must not trust it.
         let topic = try await makeTopic(partitions: 1)
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+        let producer = try makeProducer()
         for batch in 0..<60 {
             let messages = (0..<20).map {
                 KafkaOutgoingMessage(topic: topic, key: "k", value: Data("\(batch * 20 + $0)".utf8))
@@ -149,16 +153,13 @@ struct KafkaIntegrationTests {
             try await Task.sleep(for: .milliseconds(5))
         }
         await producer.close()
-        let configuration = KafkaConsumerConfiguration(client: try client(), groupId: uniqueName("reader"))
-        let all = try await consume(
-            try await KafkaConsumer.reading(
-                [topic], since: Date(timeIntervalSince1970: 0), configuration: configuration, logger: logger)
-        ) { $0.count >= 1_200 }
+        let fromTheStart = try await makeReader(topic: topic, since: Date(timeIntervalSince1970: 0))
+        let all = try await consume(fromTheStart) { $0.count >= 1_200 }
+        await fromTheStart.close()
         for index in [1, 150, 300, 599, 900, 1_199] {
             let since = try #require(all[index].timestamp)
             let expected = try #require(all.firstIndex { ($0.timestamp ?? .distantPast) >= since })
-            let reader = try await KafkaConsumer.reading(
-                [topic], since: since, configuration: configuration, logger: logger)
+            let reader = try await makeReader(topic: topic, since: since)
             let first = try await consume(reader) { !$0.isEmpty }
             #expect(first.first?.offset == all[expected].offset, "since the stamp of record \(index)")
             await reader.close()
@@ -171,8 +172,7 @@ struct KafkaIntegrationTests {
         let group = uniqueName("group")
         let first = try makeConsumer(group: group, topic: topic)
         let second = try makeConsumer(group: group, topic: topic)
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(client: try client()), logger: logger)
+        let producer = try makeProducer()
         let received = Locked<[String: Set<Int32>]>([:])
 
         try await withThrowingTaskGroup(of: Void.self) { tasks in
