@@ -74,7 +74,8 @@ class RecoveringSocket:
         if url:
             self.url = url
         scheme = "wss" if self.url.startswith("https") else "ws"
-        address = f"{scheme}://{self.url.split('://', 1)[1]}/{self.path}/?EIO=4&transport=websocket&affinity={self.affinity}"
+        address = (f"{scheme}://{self.url.split('://', 1)[1]}/{self.path}/"
+                   f"?EIO=4&transport=websocket&affinity={self.affinity}")
         options = {"sslopt": {"ca_certs": self.ca_file, "cert_reqs": ssl.CERT_REQUIRED}} if scheme == "wss" else {}
         if self.disconnected_by_server:
             raise ConnectRefused("the server sent this socket away (DISCONNECT): socket.io-client does not reconnect")
