@@ -68,10 +68,10 @@ package final class KafkaConsumer: Sendable {
         // In whole milliseconds, as the broker stamps records.
         let since = Date(timeIntervalSince1970: (since.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
         let client = consumer.client
-        var start: TimeStart
+        var offsets: [KafkaTopicPartition: Int64]
         while true {
             do {
-                start = try await runBlocking { () throws(KafkaError) -> TimeStart in
+                offsets = try await runBlocking { () throws(KafkaError) -> [KafkaTopicPartition: Int64] in
                     try TimeStart.locate(topics, since: since, client: client, timeout: .seconds(5), logger: logger)
                 }
                 break
@@ -81,9 +81,9 @@ package final class KafkaConsumer: Sendable {
                 try await Task.sleep(for: .seconds(1))
             }
         }
-        try consumer.assign(start.offsets)
+        try assignPartitions(offsets, client: client)
         logger.info(
-            "reading from a time", metadata: ["kafka.topics": "\(topics)", "kafka.offsets": "\(start.offsets)"])
+            "reading from a time", metadata: ["kafka.topics": "\(topics)", "kafka.offsets": "\(offsets)"])
         return consumer
     }
 
@@ -94,10 +94,6 @@ package final class KafkaConsumer: Sendable {
         rd_kafka_poll_set_consumer(client.handle)
         self.loop = ConsumerLoop(client: client, groupId: configuration.groupId, logger: logger)
         self.closeTimeout = configuration.closeTimeout
-    }
-
-    private func assign(_ offsets: [KafkaTopicPartition: Int64]) throws {
-        try assignPartitions(offsets, client: client)
     }
 
     deinit { loop.stop() }
@@ -180,10 +176,7 @@ private func assignPartitions(_ offsets: [KafkaTopicPartition: Int64], client: R
 }
 
 /// Where a consumer reading from a time starts in each partition.
-private struct TimeStart: Sendable {
-    /// The offset to start at in each partition.
-    let offsets: [KafkaTopicPartition: Int64]
-
+private enum TimeStart {
     /// Asks the broker for the partitions of `topics` and, in each, the first offset stamped at or after `since`.
     /// The broker's own answer (ListOffsets by time) is only a hint, checked by reading the records around it:
     /// Tansu 0.6 answers the first offset for any time it does not find in its recent index (measured: 0 for times
@@ -191,7 +184,7 @@ private struct TimeStart: Sendable {
     /// timestamps, about 20 reads for a million records. Runs on the consumer's handle before anything polls it.
     static func locate(
         _ topics: [String], since: Date, client: RDKafkaClient, timeout: Duration, logger: Logger
-    ) throws(KafkaError) -> TimeStart {
+    ) throws(KafkaError) -> [KafkaTopicPartition: Int64] {
         let partitions = try Self.partitions(of: topics, client: client, timeout: timeout)
         let sinceMilliseconds = Int64((since.timeIntervalSince1970 * 1000).rounded())
         let hints = try Self.hints(for: partitions, at: sinceMilliseconds, client: client, timeout: timeout)
@@ -210,7 +203,7 @@ private struct TimeStart: Sendable {
             offsets[partition] = try reader.firstOffset(
                 atOrAfter: sinceMilliseconds, in: low..<high, hint: hints[partition])
         }
-        return TimeStart(offsets: offsets)
+        return offsets
     }
 
     private static func partitions(

@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Logging
 import Realtime
+import ServiceKit
 
 /// The realtime log on the broker: one single-partition topic per service (`realtime.<service>`), so every record
 /// has one offset every instance agrees on. Each instance reads it without a consumer group, from the first record
@@ -52,8 +53,8 @@ package struct KafkaRealtimeLog: RealtimeLog {
     }
 
     package func run(apply: @escaping @Sendable (Int64, RealtimeRecord) async -> Void) async throws {
-        let since = now().addingTimeInterval(-Double(retention.milliseconds) / 1000)
-        let consumer = try await KafkaConsumer.reading([topic], since: since, configuration: consumer, logger: logger)
+        let consumer = try await KafkaConsumer.reading(
+            [topic], since: now() - retention, configuration: consumer, logger: logger)
         do {
             for try await message in consumer.messages {
                 do {

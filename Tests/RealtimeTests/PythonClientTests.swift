@@ -170,9 +170,9 @@ struct PythonClientTests {
         let result = try await withRunningServer(firstInstance, port: first) {
             try await withRunningServer(secondInstance, port: second) {
                 // Handshakes are refused (503) until an instance has read the log up to its start.
-                let deadline = ContinuousClock.now + .seconds(30)
-                while !(firstInstance.1.hasCaughtUp && secondInstance.1.hasCaughtUp), ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(20))
+                try await eventually(timeout: .seconds(30), "both instances reading the realtime log up to their start")
+                {
+                    firstInstance.1.hasCaughtUp && secondInstance.1.hasCaughtUp
                 }
                 return try await Self.scenario(
                     ["rooms", "http://127.0.0.1:\(first)", "http://127.0.0.1:\(second)"] + tokens)

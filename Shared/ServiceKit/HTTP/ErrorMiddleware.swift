@@ -24,8 +24,7 @@ package struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as any HTTPResponseError {
             return try Self.apiError(status: error.status, message: nil, headers: [:])
                 .response(from: request, context: context)
-        } catch let error where (error as? PSQLError)?.isConnectionFailure == true || error is DatabaseConnectionClosed
-        {
+        } catch let error where Database.isUnavailable(error) {
             // Postgres restarting or out of reach: the client should try again (with the same Idempotency-Key, a
             // request whose commit went through before the connection was lost gets its first answer).
             context.logger.warning(
