@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Idle benchmark: the CPU the system uses at rest, per process, while `make run` runs (start it first, in another
+# terminal, and leave it alone for 30 s). One core = 100%.
+#   Benchmarks/idle.sh [SECONDS]     default 30
+# To see what the consumers' fetch wait costs, start the system with e.g.
+#   KAFKA_PROPERTIES="fetch.wait.max.ms=100" make run
+set -euo pipefail
+seconds=${1:-30}
+pattern='tansu|postgres|nginx|order-service|chat-service|allocation-service|location-service|notification-service'
+[ -n "$(pgrep -f "$pattern" || true)" ] || { echo "nothing of the system runs: start it with make run" >&2; exit 1; }
+
+# pid, command name and CPU ticks (user + system) of each process of the system.
+sample() {
+    for pid in $(pgrep -f "$pattern"); do
+        stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+        name=${stat#*(}
+        name=${name%%)*}
+        set -- ${stat##*) }
+        echo "$pid $name $((${12} + ${13}))"
+    done | sort
+}
+
+before=$(sample)
+sleep "$seconds"
+after=$(sample)
+echo "CPU over $seconds s at rest (one core = 100%):"
+join <(echo "$before") <(echo "$after") | awk -v tick="$(getconf CLK_TCK)" -v seconds="$seconds" '
+    { used[$2] += $5 - $3; total += $5 - $3 }
+    END {
+        for (name in used) printf "  %6.1f%%  %s\n", used[name] * 100 / tick / seconds, name
+        printf "  %6.1f%%  all\n", total * 100 / tick / seconds
+    }' | sort -rn
