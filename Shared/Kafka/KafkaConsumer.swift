@@ -373,6 +373,8 @@ private final class ConsumerLoop: Sendable {
         var limit = 1
         /// Messages polled after their waiter went away, or past its limit; the next `next()` gets them first.
         var stash: [KafkaMessage] = []
+        /// An error polled behind a batch's messages; the next `next()` gets it once the stash is empty.
+        var stashedError: KafkaError?
         var commands: [Command] = []
         var closed = false
         /// librdkafka's close returned: the group was left.
@@ -407,6 +409,10 @@ private final class ConsumerLoop: Sendable {
                         let count = min(limit, state.stash.count)
                         defer { state.stash.removeFirst(count) }
                         return .success(Array(state.stash.prefix(count)))
+                    }
+                    if let error = state.stashedError {
+                        state.stashedError = nil
+                        return .failure(error)
                     }
                     state.waiter = continuation
                     state.limit = limit
@@ -476,7 +482,8 @@ private final class ConsumerLoop: Sendable {
         while true {
             let (commands, wantsMessage, stopped) = state.withLock { state in
                 defer { state.commands.removeAll() }
-                return (state.commands, state.waiter != nil && state.stash.isEmpty, state.stopped)
+                let ready = state.stash.isEmpty && state.stashedError == nil
+                return (state.commands, state.waiter != nil && ready, state.stopped)
             }
             for command in commands {
                 switch command {
@@ -506,25 +513,33 @@ private final class ConsumerLoop: Sendable {
                 polled = .failure(error)
             }
             if case .success(let batch) = polled, batch.isEmpty { continue }
-            let waiter = state.withLock { state -> Waiter? in
-                guard let waiter = state.waiter else {
-                    if case .success(let batch) = polled { state.stash.append(contentsOf: batch) }
-                    return nil
+            let (waiter, answer) = state.withLock { state -> (Waiter?, Result<[KafkaMessage], KafkaError>) in
+                guard case .success(let batch) = polled else {
+                    defer { state.waiter = nil }
+                    return (state.waiter, polled)
                 }
-                state.waiter = nil
-                return waiter
+                // The waiter may have changed since the poll began: it gets no more than its own limit.
+                let count = state.waiter == nil ? 0 : min(state.limit, batch.count)
+                state.stash.append(contentsOf: batch.dropFirst(count))
+                defer { state.waiter = nil }
+                return (state.waiter, .success(Array(batch.prefix(count))))
             }
-            waiter?.resume(returning: polled)
+            waiter?.resume(returning: answer)
         }
     }
 
-    /// Waits up to 100 ms for a message, then takes those already fetched behind it, up to the waiter's limit.
+    /// Waits up to 100 ms for a message, then takes those already fetched behind it, up to the waiter's limit. An
+    /// error behind them is kept for the next `next()`: librdkafka reports a fatal one only once.
     private func pollBatch() throws(KafkaError) -> [KafkaMessage] {
         guard let first = try poll(timeoutMilliseconds: 100) else { return [] }
         let limit = state.withLock { $0.limit }
         var batch = [first]
-        while batch.count < limit, let message = try? poll(timeoutMilliseconds: 0) {
-            batch.append(message)
+        do {
+            while batch.count < limit, let message = try poll(timeoutMilliseconds: 0) {
+                batch.append(message)
+            }
+        } catch {
+            state.withLock { $0.stashedError = error }
         }
         return batch
     }

@@ -342,7 +342,7 @@ struct OutboxInboxTests {
     }
 
     @Test(
-        "a batch consumer applies what was already fetched in one transaction; a failing event is retried alone and dead-lettered without holding up the rest"
+        "a batch consumer applies what was already fetched in one transaction, a repeat within it once; a failing event is retried alone and dead-lettered without holding up the rest"
     )
     func batchConsumerAppliesTogetherAndIsolatesFailures() async throws {
         let brokers = try TestInfrastructure.kafkaBrokers()
@@ -374,9 +374,10 @@ struct OutboxInboxTests {
             )
             let producer = try KafkaProducer(
                 configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
-            // Published before the consumer starts: fetched together. One is delivered twice.
+            // Published before the consumer starts: fetched together. One is delivered twice in a row (within a
+            // batch), another far apart (in another batch).
             let first = try (0..<20).map { try ContractCoding.encode(Self.accepted("order-\($0)", sequence: $0)) }
-            for value in first + [first[3]] {
+            for value in first[0...3] + [first[3]] + first[4...] + [first[1]] {
                 try await producer.send(topic: topic.rawValue, key: "orders", value: value)
             }
             try await withThrowingTaskGroup(of: Void.self) { group in

@@ -233,7 +233,9 @@ package final class EventConsumer: Service, Sendable {
         try await database.transaction { connection in
             let claimed = try await Inbox.claim(
                 events.map { ($0.header.eventId, $0.header.type) }, consumer: name, on: connection, logger: logger)
-            let fresh = events.filter { claimed.contains($0.header.eventId) }
+            // An event repeated within the batch (a republish) is claimed once, so it is applied once.
+            var unapplied = claimed
+            let fresh = events.filter { unapplied.remove($0.header.eventId) != nil }
             if fresh.count < events.count {
                 logger.debug("duplicate events skipped", metadata: ["events": "\(events.count - fresh.count)"])
             }

@@ -86,6 +86,9 @@ package final class PushDispatcher: Sendable {
     }
 }
 
+/// A group's body answered a different number of inputs than it was given (a bug): the group fails as a whole.
+struct UnansweredInputs: Error {}
+
 /// Runs one transaction for many callers: a call that arrives while a group is being written waits for the next
 /// group, which takes every call waiting by then (up to `limit`). `body` answers each input of a group, in order;
 /// a group that fails fails each of its callers.
@@ -137,7 +140,9 @@ final class GroupedTransactions<Input: Sendable, Output: Sendable>: Sendable {
             if group.isEmpty { return }
             do {
                 let outputs = try await database.transaction { connection in
-                    try await body(group.map(\.input), connection)
+                    let outputs = try await body(group.map(\.input), connection)
+                    guard outputs.count == group.count else { throw UnansweredInputs() }
+                    return outputs
                 }
                 for (waiting, output) in zip(group, outputs) { waiting.continuation.resume(returning: output) }
             } catch {
