@@ -102,10 +102,6 @@ package final class KafkaConsumer: Sendable {
     /// consumer is closed; throws on an error the consumer cannot continue after.
     package var messages: Messages { Messages(consumer: self) }
 
-    /// The same messages in batches of 1 to `limit`: each waits for one message, then takes what librdkafka has
-    /// already fetched behind it, without waiting for more. For effects cheaper applied several at a time.
-    package func batches(limit: Int) -> Batches { Batches(consumer: self, limit: max(limit, 1)) }
-
     /// Commits `message` (and everything before it in its partition) for the group; waits for the broker.
     /// - Throws: ``KafkaError`` `.commitFailed`, e.g. after the partition moved to another member (the message
     ///   will be delivered again there).
@@ -158,26 +154,7 @@ package final class KafkaConsumer: Sendable {
             let consumer: KafkaConsumer
 
             package mutating func next() async throws -> KafkaMessage? {
-                try await consumer.loop.next(limit: 1).first
-            }
-        }
-    }
-
-    /// The consumer's messages in batches, as an `AsyncSequence`.
-    package struct Batches: AsyncSequence, Sendable {
-        package typealias Element = [KafkaMessage]
-        let consumer: KafkaConsumer
-        let limit: Int
-
-        package func makeAsyncIterator() -> Iterator { Iterator(consumer: consumer, limit: limit) }
-
-        package struct Iterator: AsyncIteratorProtocol {
-            let consumer: KafkaConsumer
-            let limit: Int
-
-            package mutating func next() async throws -> [KafkaMessage]? {
-                let batch = try await consumer.loop.next(limit: limit)
-                return batch.isEmpty ? nil : batch
+                try await consumer.loop.next()
             }
         }
     }
@@ -365,16 +342,10 @@ private final class ConsumerLoop: Sendable {
         case close
     }
 
-    private typealias Waiter = CheckedContinuation<Result<[KafkaMessage], KafkaError>, Never>
-
     private struct State: Sendable {
-        var waiter: Waiter?
-        /// How many messages the waiter takes at most.
-        var limit = 1
-        /// Messages polled after their waiter went away, or past its limit; the next `next()` gets them first.
-        var stash: [KafkaMessage] = []
-        /// An error polled behind a batch's messages; the next `next()` gets it once the stash is empty.
-        var stashedError: KafkaError?
+        var waiter: CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>?
+        /// A message polled after its waiter went away; the next `next()` gets it first.
+        var stash: KafkaMessage?
         var commands: [Command] = []
         var closed = false
         /// librdkafka's close returned: the group was left.
@@ -399,23 +370,17 @@ private final class ConsumerLoop: Sendable {
         thread.start()
     }
 
-    /// The next 1 to `limit` messages, waiting for the first; none once closed or cancelled.
-    func next(limit: Int) async throws -> [KafkaMessage] {
+    func next() async throws -> KafkaMessage? {
         let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: Waiter) in
-                let immediate = state.withLock { state -> Result<[KafkaMessage], KafkaError>? in
-                    if state.closed || Task.isCancelled { return .success([]) }
-                    if !state.stash.isEmpty {
-                        let count = min(limit, state.stash.count)
-                        defer { state.stash.removeFirst(count) }
-                        return .success(Array(state.stash.prefix(count)))
-                    }
-                    if let error = state.stashedError {
-                        state.stashedError = nil
-                        return .failure(error)
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>) in
+                let immediate = state.withLock { state -> Result<KafkaMessage?, KafkaError>? in
+                    if state.closed || Task.isCancelled { return .success(nil) }
+                    if let message = state.stash {
+                        state.stash = nil
+                        return .success(message)
                     }
                     state.waiter = continuation
-                    state.limit = limit
                     return nil
                 }
                 if let immediate { continuation.resume(returning: immediate) } else { wake.signal() }
@@ -425,7 +390,7 @@ private final class ConsumerLoop: Sendable {
                 defer { state.waiter = nil }
                 return state.waiter
             }
-            waiter?.resume(returning: .success([]))
+            waiter?.resume(returning: .success(nil))
         }
         return try result.get()
     }
@@ -447,14 +412,15 @@ private final class ConsumerLoop: Sendable {
 
     /// Asks the thread to close the consumer; true once librdkafka's close returned, false after `timeout`.
     func close(within timeout: Duration) async -> Bool {
-        let (accepted, waiter) = state.withLock { state -> (Bool, Waiter?) in
+        let (accepted, waiter) = state.withLock {
+            state -> (Bool, CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>?) in
             guard !state.closed else { return (false, nil) }
             state.closed = true
             state.commands.append(.close)
             defer { state.waiter = nil }
             return (true, state.waiter)
         }
-        waiter?.resume(returning: .success([]))
+        waiter?.resume(returning: .success(nil))
         if accepted { wake.signal() }
         // Waits even in a cancelled task: closing is clean-up, and `timeout` bounds it.
         await withCheckedContinuation { continuation in
@@ -482,8 +448,7 @@ private final class ConsumerLoop: Sendable {
         while true {
             let (commands, wantsMessage, stopped) = state.withLock { state in
                 defer { state.commands.removeAll() }
-                let ready = state.stash.isEmpty && state.stashedError == nil
-                return (state.commands, state.waiter != nil && ready, state.stopped)
+                return (state.commands, state.waiter != nil && state.stash == nil, state.stopped)
             }
             for command in commands {
                 switch command {
@@ -506,42 +471,23 @@ private final class ConsumerLoop: Sendable {
                 _ = wake.wait(timeout: .now() + .milliseconds(100))
                 continue
             }
-            let polled: Result<[KafkaMessage], KafkaError>
+            let polled: Result<KafkaMessage?, KafkaError>
             do {
-                polled = .success(try pollBatch())
+                polled = .success(try poll(timeoutMilliseconds: 100))
             } catch {
                 polled = .failure(error)
             }
-            if case .success(let batch) = polled, batch.isEmpty { continue }
-            let (waiter, answer) = state.withLock { state -> (Waiter?, Result<[KafkaMessage], KafkaError>) in
-                guard case .success(let batch) = polled else {
-                    defer { state.waiter = nil }
-                    return (state.waiter, polled)
+            if case .success(nil) = polled { continue }
+            let waiter = state.withLock { state -> CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>? in
+                guard let waiter = state.waiter else {
+                    if case .success(let message) = polled { state.stash = message }
+                    return nil
                 }
-                // The waiter may have changed since the poll began: it gets no more than its own limit.
-                let count = state.waiter == nil ? 0 : min(state.limit, batch.count)
-                state.stash.append(contentsOf: batch.dropFirst(count))
-                defer { state.waiter = nil }
-                return (state.waiter, .success(Array(batch.prefix(count))))
+                state.waiter = nil
+                return waiter
             }
-            waiter?.resume(returning: answer)
+            waiter?.resume(returning: polled)
         }
-    }
-
-    /// Waits up to 100 ms for a message, then takes those already fetched behind it, up to the waiter's limit. An
-    /// error behind them is kept for the next `next()`: librdkafka reports a fatal one only once.
-    private func pollBatch() throws(KafkaError) -> [KafkaMessage] {
-        guard let first = try poll(timeoutMilliseconds: 100) else { return [] }
-        let limit = state.withLock { $0.limit }
-        var batch = [first]
-        do {
-            while batch.count < limit, let message = try poll(timeoutMilliseconds: 0) {
-                batch.append(message)
-            }
-        } catch {
-            state.withLock { $0.stashedError = error }
-        }
-        return batch
     }
 
     private func failPendingCommands() {
