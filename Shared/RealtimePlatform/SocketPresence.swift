@@ -41,7 +41,7 @@ package struct SocketPresence: Sendable {
         socketId: String, room: String, userId: String, instanceId: String, now: Date, on connection: PostgresConnection
     ) async throws {
         let background = inBackground.contains(socketId)
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO \(unescaped: table) (socket_id, \(unescaped: roomColumn), user_id, instance_id, seen_at, in_background)
             VALUES (\(socketId), \(room), \(userId), \(instanceId), \(now), \(background))
@@ -56,7 +56,7 @@ package struct SocketPresence: Sendable {
         async throws
     {
         inBackground.set(background, socketId: socketId)
-        try await connection.query(
+        try await connection.queryWhileOpen(
             "UPDATE \(unescaped: table) SET in_background = \(background) WHERE socket_id = \(socketId)",
             logger: logger)
     }
@@ -69,11 +69,12 @@ package struct SocketPresence: Sendable {
     ) async throws {
         if disconnected { inBackground.set(false, socketId: socketId) }
         if let instanceId {
-            try await connection.query(
+            try await connection.queryWhileOpen(
                 "DELETE FROM \(unescaped: table) WHERE socket_id = \(socketId) AND instance_id = \(instanceId)",
                 logger: logger)
         } else {
-            try await connection.query("DELETE FROM \(unescaped: table) WHERE socket_id = \(socketId)", logger: logger)
+            try await connection.queryWhileOpen(
+                "DELETE FROM \(unescaped: table) WHERE socket_id = \(socketId)", logger: logger)
         }
     }
 
@@ -83,7 +84,7 @@ package struct SocketPresence: Sendable {
         -> Bool
     {
         let cutoff = now - freshness
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             SELECT 1 FROM \(unescaped: table)
             WHERE \(unescaped: roomColumn) = \(room) AND user_id = \(userId) AND seen_at > \(cutoff) AND NOT in_background
@@ -100,18 +101,18 @@ package struct SocketPresence: Sendable {
     package func refresh(instanceId: String, liveSocketIds: [String], now: Date, on connection: PostgresConnection)
         async throws
     {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE \(unescaped: table) SET seen_at = \(now)
             WHERE instance_id = \(instanceId) AND socket_id = ANY(\(liveSocketIds))
             """, logger: logger)
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             DELETE FROM \(unescaped: table)
             WHERE instance_id = \(instanceId) AND seen_at < \(now) AND NOT (socket_id = ANY(\(liveSocketIds)))
             """, logger: logger)
         let cutoff = now - freshness
-        try await connection.query("DELETE FROM \(unescaped: table) WHERE seen_at < \(cutoff)", logger: logger)
+        try await connection.queryWhileOpen("DELETE FROM \(unescaped: table) WHERE seen_at < \(cutoff)", logger: logger)
     }
 }
 

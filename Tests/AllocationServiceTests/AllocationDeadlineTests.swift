@@ -1,6 +1,7 @@
 import AllocationService
 import Contracts
 import Foundation
+import PostgresNIO
 import ServiceKit
 import TestSupport
 import Testing
@@ -95,6 +96,44 @@ struct AllocationDeadlineTests {
                 "SELECT count(*) FROM outbox WHERE event_type = 'AllocationFailed' AND message_key = \(orderId)",
                 as: Int.self)
             #expect(failures == 1)
+        }
+    }
+
+    @Test(
+        "a receipt deadline that passes while the database is unreachable moves by the outage's length, once however many instances come back"
+    )
+    func receiptDeadlineAfterOutage() async throws {
+        try await Self.withWorkflow { database, workflow, clock in
+            let near = PersonRef(id: uniqueName("near"), name: "Near")
+            let far = PersonRef(id: uniqueName("far"), name: "Far")
+            let (orderId, nearOffer) = try await AllocationOperatorTests.readyOrder(
+                riders: [near, far], database: database, workflow: workflow, clock: clock)
+            let accepted = try AllocationOperatorTests.event(
+                PushSent(
+                    notificationId: "offer-x", userId: near.id, kind: .offer, correlationId: orderId, deviceCount: 1,
+                    sentAt: clock.now()), orderId: near.id)
+            _ = try await database.transaction { try await workflow.pushOutcome(accepted, on: $0) }
+            let receiptDeadline: PostgresQuery = "SELECT receipt_deadline FROM offers WHERE offer_id = \(nearOffer)"
+            let deadline = try #require(try await database.scalar(receiptDeadline, as: Date.self))
+            #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
+
+            // 15 s without a round: the 10 s receipt window ended within the outage. Two instances come back; the
+            // first moves the deadline by 15 s, the second finds the clock just moved.
+            clock.advance(by: .seconds(15))
+            for _ in 0..<2 {
+                let notices = try await database.transaction {
+                    try await workflow.runDeadlines(afterOutage: true, on: $0)
+                }
+                #expect(notices.isEmpty)
+            }
+            let moved = try #require(try await database.scalar(receiptDeadline, as: Date.self))
+            #expect(abs(moved.timeIntervalSince(deadline) - 15) < 0.001)
+
+            clock.advance(by: .milliseconds(9_990))
+            #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
+            clock.advance(by: .milliseconds(20))
+            let skipped = try await database.transaction { try await workflow.runDeadlines(on: $0) }
+            #expect(Self.describe(skipped) == ["offline (unreachable) for \(near.id)", "offer to \(far.id)"])
         }
     }
 

@@ -18,13 +18,23 @@ struct DatabaseUnavailableTests {
         // The server ends the connection mid-transaction, as a Postgres restart or crash does.
         router.post("/terminated") { _, _ -> String in
             try await database.transaction { connection in
-                try await connection.query("SELECT pg_terminate_backend(pg_backend_pid())", logger: database.logger)
+                try await connection.queryWhileOpen(
+                    "SELECT pg_terminate_backend(pg_backend_pid())", logger: database.logger)
+                return "not reached"
+            }
+        }
+        // The same outside a transaction: the read after the termination is written as the connection closes.
+        router.get("/terminated-read") { _, _ -> String in
+            try await database.withConnection { connection in
+                _ = try? await connection.queryWhileOpen(
+                    "SELECT pg_terminate_backend(pg_backend_pid())", logger: database.logger)
+                try await connection.queryWhileOpen("SELECT 1", logger: database.logger)
                 return "not reached"
             }
         }
         router.get("/fine") { _, _ -> String in
             try await database.transaction { connection in
-                try await connection.query("SELECT 1", logger: database.logger)
+                try await connection.queryWhileOpen("SELECT 1", logger: database.logger)
                 return "ok"
             }
         }
@@ -43,6 +53,22 @@ struct DatabaseUnavailableTests {
                     #expect(answer.headers[.retryAfter] == "1")
                     let body = try JSONDecoder().decode(APIError.Body.self, from: Data(buffer: answer.body))
                     #expect(body.error.code == .databaseUnavailable)
+                    #expect(try await client.execute(uri: "/fine", method: .get).status == .ok)
+                }
+            }
+        }
+    }
+
+    @Test(
+        "a statement outside a transaction on a connection the server just ended fails at once with 503, never hangs"
+    )
+    func terminatedConnectionOutsideTransaction() async throws {
+        try await withTestDatabase { database in
+            try await Self.application(database: database).test(.router) { client in
+                // postgres-nio drops a query written just as its connection closes; unraced, one in twenty hung.
+                for _ in 0..<40 {
+                    let answer = try await client.execute(uri: "/terminated-read", method: .get)
+                    #expect(answer.status == .serviceUnavailable)
                     #expect(try await client.execute(uri: "/fine", method: .get).status == .ok)
                 }
             }

@@ -7,6 +7,7 @@ import Realtime
 import RealtimePlatform
 import ServiceKit
 import ServiceLifecycle
+import Synchronization
 
 /// Rider availability and task offers (RDR-010, RDR-020's online rule).
 package enum AllocationService: ServiceDefinition {
@@ -67,15 +68,45 @@ package enum AllocationService: ServiceDefinition {
         }
         // Fires offer deadlines, skips unreachable riders and retries orders nobody took; the deadlines are rows,
         // so they fire after a restart too.
+        let deadlines = DeadlineScheduler(database: database, workflow: workflow, notifier: notifier)
         platform.addPeriodicJob(every: settings.tick, failure: "allocation deadlines could not be checked") {
-            let notices = try await database.transaction { try await workflow.runDeadlines(on: $0) }
-            await notifier.after(notices)
+            try await deadlines.round()
         }
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)
         AllocationRoutes(database: database, workflow: workflow, notifier: notifier).register(on: api)
         return platform.makeApplication(router: router, realtime: realtime)
+    }
+}
+
+/// Runs the deadline rounds; a round that found the database unreachable makes the next one resume after the
+/// outage (``AllocationWorkflow/resumeAfterOutage(on:)``).
+final class DeadlineScheduler: Sendable {
+    let database: Database
+    let workflow: AllocationWorkflow
+    let notifier: RiderNotifier
+    private let databaseWasUnreachable = Mutex(false)
+
+    init(database: Database, workflow: AllocationWorkflow, notifier: RiderNotifier) {
+        self.database = database
+        self.workflow = workflow
+        self.notifier = notifier
+    }
+
+    func round() async throws {
+        let afterOutage = databaseWasUnreachable.withLock { $0 }
+        let notices: [RiderNotice]
+        do {
+            notices = try await database.transaction {
+                try await workflow.runDeadlines(afterOutage: afterOutage, on: $0)
+            }
+        } catch {
+            if Database.isUnavailable(error) { databaseWasUnreachable.withLock { $0 = true } }
+            throw error
+        }
+        databaseWasUnreachable.withLock { $0 = false }
+        await notifier.after(notices)
     }
 }
 

@@ -52,8 +52,9 @@ package struct IdempotentRequest: Sendable {
     package func replay(on connection: PostgresConnection, logger: Logger) async throws -> StoredAnswer? {
         guard let key else { return nil }
         // Serializes concurrent requests with one key; released at the end of the transaction.
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(userId + "\u{1F}" + key)))", logger: logger)
-        let rows = try await connection.query(
+        try await connection.queryWhileOpen(
+            "SELECT pg_advisory_xact_lock(hashtext(\(userId + "\u{1F}" + key)))", logger: logger)
+        let rows = try await connection.queryWhileOpen(
             """
             SELECT request_fingerprint, status, response_body FROM idempotency_keys
             WHERE user_id = \(userId) AND idempotency_key = \(key)
@@ -74,7 +75,7 @@ package struct IdempotentRequest: Sendable {
     /// Stores the answer of the first request under the key, in the same transaction as its change.
     package func store(status: Int, body: Data, on connection: PostgresConnection, logger: Logger) async throws {
         guard let key else { return }
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO idempotency_keys (user_id, idempotency_key, request_fingerprint, status, response_body)
             VALUES (\(userId), \(key), \(fingerprint), \(status), \(ByteBuffer(data: body)))

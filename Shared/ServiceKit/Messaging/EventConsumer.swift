@@ -212,12 +212,12 @@ package final class EventConsumer: Service, Sendable {
         case .direct: return
         }
         do {
-            try await database.client.query(
+            try await database.execute(
                 """
                 INSERT INTO dead_letters (consumer, topic, kafka_partition, kafka_offset, message_key, payload, error)
                 VALUES (\(name), \(message.topic), \(Int(message.partition)), \(message.offset), \(message.keyString),
                         \(ByteBuffer(data: message.value)), \("\(error)"))
-                """, logger: logger
+                """
             )
         } catch {
             logger.error("could not store the dead letter", metadata: ["error": "\(error)"])

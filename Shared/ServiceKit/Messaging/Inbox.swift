@@ -9,7 +9,7 @@ package enum Inbox {
     package static func claim(
         eventId: UUID, eventType: String, consumer: String, on connection: PostgresConnection, logger: Logger
     ) async throws -> Bool {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             INSERT INTO inbox (consumer, event_id, event_type) VALUES (\(consumer), \(eventId), \(eventType))
             ON CONFLICT DO NOTHING RETURNING 1

@@ -35,7 +35,7 @@ package struct Outbox: Sendable {
         let messageKey = key ?? envelope.aggregateId
         // One round trip: the row, and the NOTIFY (delivered on commit only, once per transaction however many
         // rows were written).
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             WITH written AS (
                 INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
@@ -52,13 +52,13 @@ package struct Outbox: Sendable {
         logger: Logger
     ) async throws {
         try Self.checkSize(of: envelope, type: type)
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
             VALUES (\(eventId), \(topic.rawValue), \(key), \(type), \(envelope))
             """, logger: logger
         )
-        try await connection.query("SELECT pg_notify(\(channel), '')", logger: logger)
+        try await connection.queryWhileOpen("SELECT pg_notify(\(channel), '')", logger: logger)
     }
 
     /// Wraps `payload` in an envelope for `aggregateId` and adds it to the outbox.

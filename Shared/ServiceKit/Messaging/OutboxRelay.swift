@@ -54,7 +54,8 @@ package final class OutboxRelay: Service, Sendable {
     private func runWhileLeader() async throws {
         let lockName = "\(database.schema).outbox-relay"
         try await database.client.withConnection { connection in
-            let rows = try await connection.query("SELECT pg_try_advisory_lock(hashtext(\(lockName)))", logger: logger)
+            let rows = try await connection.queryWhileOpen(
+                "SELECT pg_try_advisory_lock(hashtext(\(lockName)))", logger: logger)
             var isLeader = false
             for try await locked in rows.decode(Bool.self) { isLeader = locked }
             guard isLeader else {
@@ -156,7 +157,7 @@ package final class OutboxRelay: Service, Sendable {
         while !Task.isCancelled {
             let rows = try await database.withConnection { connection in
                 var rows: [PendingRow] = []
-                let result = try await connection.query(
+                let result = try await connection.queryWhileOpen(
                     """
                     SELECT id, topic, message_key, payload, created_at, attempts FROM outbox AS row
                     WHERE published_at IS NULL
@@ -216,7 +217,7 @@ package final class OutboxRelay: Service, Sendable {
             }
             try await database.withConnection { connection in
                 if !publishedIds.isEmpty {
-                    try await connection.query(
+                    try await connection.queryWhileOpen(
                         "UPDATE outbox SET published_at = now() WHERE id = ANY(\(publishedIds))", logger: logger
                     )
                 }
@@ -249,7 +250,7 @@ package final class OutboxRelay: Service, Sendable {
             "outbox.attempts": "\(attempts)", "error": "\(failure.error)",
         ]
         if failure.isPermanent, attempts >= Self.permanentFailureAttempts {
-            try await connection.query(
+            try await connection.queryWhileOpen(
                 """
                 WITH dead AS (DELETE FROM outbox WHERE id = \(row.id) RETURNING *)
                 INSERT INTO outbox_dead_letters
@@ -263,7 +264,7 @@ package final class OutboxRelay: Service, Sendable {
             return
         }
         let backoffMilliseconds = min(500 << min(row.attempts, 6), 30_000)
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE outbox SET attempts = \(attempts), last_error = \(failure.error),
                 retry_at = now() + \(backoffMilliseconds) * interval '1 millisecond'
@@ -275,16 +276,19 @@ package final class OutboxRelay: Service, Sendable {
 
     /// Throws ``Degradation`` naming the held aggregates while `outbox_dead_letters` has rows.
     package static func checkDeadLetters(in database: Database) async throws {
-        let rows = try await database.client.query(
-            """
-            SELECT count(*) OVER (), event_type, message_key FROM outbox_dead_letters ORDER BY id LIMIT 5
-            """, logger: database.logger
-        )
-        var count = 0
-        var held: [String] = []
-        for try await (total, type, key) in rows.decode((Int, String, String).self) {
-            count = total
-            held.append("\(type) for \(key)")
+        let (count, held) = try await database.withConnection { connection in
+            let rows = try await connection.queryWhileOpen(
+                """
+                SELECT count(*) OVER (), event_type, message_key FROM outbox_dead_letters ORDER BY id LIMIT 5
+                """, logger: database.logger
+            )
+            var count = 0
+            var held: [String] = []
+            for try await (total, type, key) in rows.decode((Int, String, String).self) {
+                count = total
+                held.append("\(type) for \(key)")
+            }
+            return (count, held)
         }
         guard count > 0 else { return }
         throw Degradation(
@@ -294,9 +298,9 @@ package final class OutboxRelay: Service, Sendable {
     /// Housekeeping: published outbox rows after the retention, idempotency keys after a day.
     private func deleteExpiredRows() async throws {
         let cutoff = Date() - settings.retention
-        try await database.client.query("DELETE FROM outbox WHERE published_at < \(cutoff)", logger: logger)
+        try await database.execute("DELETE FROM outbox WHERE published_at < \(cutoff)")
         let keyCutoff = Date().addingTimeInterval(-86_400)
-        try await database.client.query("DELETE FROM idempotency_keys WHERE created_at < \(keyCutoff)", logger: logger)
+        try await database.execute("DELETE FROM idempotency_keys WHERE created_at < \(keyCutoff)")
     }
 }
 

@@ -84,7 +84,7 @@ package struct ServicePlatform: Sendable {
             platform.otherServices.append(keyRefresh)
         }
         platform.readinessChecks = [
-            ReadinessCheck(name: "postgres") { try await client.query("SELECT 1", logger: logger) },
+            ReadinessCheck(name: "postgres") { try await client.execute("SELECT 1", logger: logger) },
             ReadinessCheck(name: "kafka") { _ = try await producer.checkBroker(timeout: .milliseconds(1500)) },
             ReadinessCheck(name: "outbox", isAdvisory: true) { try await OutboxRelay.checkDeadLetters(in: database) },
         ]

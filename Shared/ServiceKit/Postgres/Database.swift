@@ -64,7 +64,7 @@ package struct Database: Sendable {
         let deadline = ContinuousClock.now + timeout
         while true {
             do {
-                try await client.query("SELECT 1", logger: logger)
+                try await client.execute("SELECT 1", logger: logger)
                 return
             } catch {
                 guard ContinuousClock.now < deadline else {
@@ -82,9 +82,20 @@ package struct Database: Sendable {
     {
         try await client.withConnection { connection in try await body(connection) }
     }
+
+    /// Runs `statement` on a leased connection without a transaction, its rows (if any) discarded.
+    package func execute(_ statement: PostgresQuery) async throws {
+        try await client.execute(statement, logger: logger)
+    }
 }
 
 extension PostgresClient {
+    /// Runs `statement` on a leased connection without a transaction, its rows (if any) discarded; like every
+    /// statement here, it gives up when the connection closes under it (``PostgresConnection/queryWhileOpen``).
+    package func execute(_ statement: PostgresQuery, logger: Logger) async throws {
+        try await withConnection { connection in _ = try await connection.queryWhileOpen(statement, logger: logger) }
+    }
+
     /// Runs `body` in a transaction on a leased connection: committed if it returns, rolled back if it throws; the
     /// error is rethrown as is. Unlike `withTransaction`, it never waits forever for a ROLLBACK on a connection that
     /// closed under `body` (Postgres rolls such a transaction back itself). A pooled connection the server closed
@@ -113,7 +124,7 @@ extension PostgresClient {
     ) async throws -> Result {
         try await withConnection { connection in
             do {
-                try await connection.statementWhileOpen("BEGIN", logger: logger)
+                try await connection.queryWhileOpen("BEGIN", logger: logger)
             } catch  where Database.isUnavailable(error) {
                 throw ClosedBeforeBegin(error: error)
             }
@@ -124,7 +135,7 @@ extension PostgresClient {
                 await connection.cleanUp("ROLLBACK", logger: logger)
                 throw error
             }
-            try await connection.statementWhileOpen("COMMIT", logger: logger)
+            try await connection.queryWhileOpen("COMMIT", logger: logger)
             return result
         }
     }
@@ -141,37 +152,35 @@ package struct DatabaseConnectionClosed: Error, CustomStringConvertible {
 }
 
 extension PostgresConnection {
-    /// Runs `statement` (BEGIN, COMMIT); throws ``DatabaseConnectionClosed`` if the connection is or becomes closed
-    /// before the answer. postgres-nio 1.33 never answers a statement written to a connection that has just closed
-    /// (seen here as requests hanging for good after a terminated backend, one in twenty), so the answer is raced
-    /// against the close.
-    fileprivate func statementWhileOpen(_ statement: PostgresQuery, logger: Logger) async throws {
-        guard try await answerUnlessClosed(statement, logger: logger) else { throw DatabaseConnectionClosed() }
-    }
-
-    /// Runs a clean-up statement (ROLLBACK, an unlock), giving up when the connection closes (see
-    /// `statementWhileOpen`): the session it belonged to is gone, and its locks with it.
-    package func cleanUp(_ statement: PostgresQuery, logger: Logger) async {
-        _ = try? await answerUnlessClosed(statement, logger: logger)
-    }
-
-    /// Runs `statement`: true once answered, false if the connection closed first (an answer that arrives within
-    /// ``ConnectionCloseWatchers/grace`` of the close still counts). A statement left waiting is left behind in a
-    /// task of its own.
-    private func answerUnlessClosed(_ statement: PostgresQuery, logger: Logger) async throws -> Bool {
-        guard !isClosed else { return false }
-        let answered = eventLoop.makePromise(of: Bool.self)
+    /// Runs `query` like `query(_:logger:)`, but throws ``DatabaseConnectionClosed`` if the connection is or becomes
+    /// closed before the answer. postgres-nio 1.33 writes a query to its channel without a write promise, so a query
+    /// written just as the connection closes is dropped and never answered (seen here as requests hanging for good
+    /// after Postgres crashed or a backend was terminated); every statement in the services goes through here, so the
+    /// answer is raced against the close. An answer that arrives within ``ConnectionCloseWatchers/grace`` of the close
+    /// still counts; a query left waiting is left behind in a task of its own.
+    @discardableResult
+    package func queryWhileOpen(
+        _ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line
+    ) async throws -> PostgresRowSequence {
+        guard !isClosed else { throw DatabaseConnectionClosed() }
+        let answered = eventLoop.makePromise(of: PostgresRowSequence?.self)
         let watch = ConnectionCloseWatchers.shared.watch(self, answered)
         defer { ConnectionCloseWatchers.shared.unwatch(self, watch) }
         Task {
             do {
-                try await self.query(statement, logger: logger)
-                answered.succeed(true)
+                answered.succeed(try await self.query(query, logger: logger, file: file, line: line))
             } catch {
                 answered.fail(error)
             }
         }
-        return try await answered.futureResult.get()
+        guard let rows = try await answered.futureResult.get() else { throw DatabaseConnectionClosed() }
+        return rows
+    }
+
+    /// Runs a clean-up statement (ROLLBACK, an unlock), giving up when the connection closes (see
+    /// ``queryWhileOpen(_:logger:file:line:)``): the session it belonged to is gone, and its locks with it.
+    package func cleanUp(_ statement: PostgresQuery, logger: Logger) async {
+        _ = try? await queryWhileOpen(statement, logger: logger)
     }
 }
 
@@ -185,13 +194,13 @@ private final class ConnectionCloseWatchers: Sendable {
 
     private struct State {
         /// The waits of each open connection that was ever watched (an empty entry: watched, nobody waiting).
-        var waiters: [ObjectIdentifier: [Int: EventLoopPromise<Bool>]] = [:]
+        var waiters: [ObjectIdentifier: [Int: EventLoopPromise<PostgresRowSequence?>]] = [:]
         var next = 0
     }
     private let state = Mutex(State())
 
-    /// Watches `connection` for `promise`, completed with false when it closes (at once if it has).
-    func watch(_ connection: PostgresConnection, _ promise: EventLoopPromise<Bool>) -> Int {
+    /// Watches `connection` for `promise`, completed with nil when it closes (at once if it has).
+    func watch(_ connection: PostgresConnection, _ promise: EventLoopPromise<PostgresRowSequence?>) -> Int {
         let key = ObjectIdentifier(connection)
         let (id, isFirst) = state.withLock { state -> (Int, Bool) in
             defer { state.next += 1 }
@@ -213,7 +222,7 @@ private final class ConnectionCloseWatchers: Sendable {
     private func closed(_ key: ObjectIdentifier, eventLoop: any EventLoop) {
         let waiters = state.withLock { $0.waiters.removeValue(forKey: key) } ?? [:]
         guard !waiters.isEmpty else { return }
-        eventLoop.scheduleTask(in: Self.grace) { for promise in waiters.values { promise.succeed(false) } }
+        eventLoop.scheduleTask(in: Self.grace) { for promise in waiters.values { promise.succeed(nil) } }
     }
 }
 

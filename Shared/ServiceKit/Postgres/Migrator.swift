@@ -91,12 +91,13 @@ package enum Migrator {
         do {
             try await client.transaction(logger: logger) { connection in
                 let lockName = "delivery-platform.migrations"
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockName)))", logger: logger)
-                try await connection.query(
+                try await connection.queryWhileOpen(
+                    "SELECT pg_advisory_xact_lock(hashtext(\(lockName)))", logger: logger)
+                try await connection.queryWhileOpen(
                     PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)
-                try await connection.query(
+                try await connection.queryWhileOpen(
                     PostgresQuery(unsafeSQL: "SET LOCAL search_path TO \"\(schema)\""), logger: logger)
-                try await connection.query(
+                try await connection.queryWhileOpen(
                     """
                     CREATE TABLE IF NOT EXISTS schema_migrations (
                         component text NOT NULL,
@@ -108,7 +109,7 @@ package enum Migrator {
                     )
                     """, logger: logger
                 )
-                let rows = try await connection.query(
+                let rows = try await connection.queryWhileOpen(
                     "SELECT checksum FROM schema_migrations WHERE component = \(component) AND version = \(migration.version)",
                     logger: logger
                 )
@@ -124,13 +125,13 @@ package enum Migrator {
                 }
                 for statement in SQLScript.statements(in: migration.sql) {
                     do {
-                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        try await connection.queryWhileOpen(PostgresQuery(unsafeSQL: statement), logger: logger)
                     } catch let failure as PSQLError {
                         let excerpt = statement.prefix(120).replacingOccurrences(of: "\n", with: " ")
                         throw error("\(failure.serverInfo?[.message] ?? "\(failure)") in: \(excerpt)")
                     }
                 }
-                try await connection.query(
+                try await connection.queryWhileOpen(
                     """
                     INSERT INTO schema_migrations (component, version, name, checksum)
                     VALUES (\(component), \(migration.version), \(migration.name), \(migration.checksum))

@@ -206,10 +206,34 @@ package struct AllocationWorkflow: Sendable {
 
     /// One round of the scheduler: offers past their deadline time out, offers never confirmed received are
     /// recorded unreachable, orders that found nobody try again. Survives restarts: the deadlines are rows.
-    package func runDeadlines(limit: Int = 100, on connection: PostgresConnection) async throws -> [RiderNotice] {
-        try await expireDue(limit: limit, on: connection) + (try await skipUnreachable(limit: limit, on: connection))
+    /// `afterOutage`: this instance's previous round found the database unreachable (see ``resumeAfterOutage(on:)``).
+    package func runDeadlines(limit: Int = 100, afterOutage: Bool = false, on connection: PostgresConnection)
+        async throws -> [RiderNotice]
+    {
+        if afterOutage { try await resumeAfterOutage(on: connection) }
+        let notices =
+            try await expireDue(limit: limit, on: connection)
+            + (try await skipUnreachable(limit: limit, on: connection))
             + (try await retryWaiting(limit: limit, on: connection))
             + (try await demoteWithoutFix(limit: limit, on: connection))
+        try await store.recordDeadlineRound(at: now(), on: connection)
+        return notices
+    }
+
+    /// The database was unreachable: no round ran, and no rider's app could confirm an offer. Receipt deadlines
+    /// that had not passed at the last round before the outage (on any instance) move by the time since, so a
+    /// rider is never recorded unreachable for our outage. The deadline clock is locked first, so of the instances
+    /// coming back only the first moves them. Answer deadlines stay: the rider's app counts down to them.
+    func resumeAfterOutage(on connection: PostgresConnection) async throws {
+        let now = self.now()
+        guard let lastRound = try await store.lockLastDeadlineRound(on: connection) else { return }
+        let outage = now.timeIntervalSince(lastRound)
+        guard outage > settings.tick.timeInterval else { return }
+        let moved = try await store.postponeReceiptDeadlines(dueAfter: lastRound, bySeconds: outage, on: connection)
+        try await store.recordDeadlineRound(at: now, on: connection)
+        logger.notice(
+            "deadline rounds resumed after the database was unreachable; receipt deadlines moved by the outage",
+            metadata: ["outage.seconds": "\(outage)", "offers.moved": "\(moved)"])
     }
 
     /// Online riders without a precise fix for `RIDER_OFFLINE_WITHOUT_FIX_SECONDS` are taken Offline and told

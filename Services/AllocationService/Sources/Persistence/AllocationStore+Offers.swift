@@ -4,7 +4,7 @@ import PostgresNIO
 /// The offers table.
 extension AllocationStore {
     func hasPendingOffer(for orderId: String, on connection: PostgresConnection) async throws -> Bool {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             "SELECT 1 FROM offers WHERE order_id = \(orderId) AND status = \(OfferStatus.pending)", logger: logger
         )
         for try await _ in rows { return true }
@@ -17,7 +17,7 @@ extension AllocationStore {
         _ offerId: UUID, orderId: String, riderId: String, terms: OfferTerms, receiptDeadline: Date,
         awaitingPush: Bool, on connection: PostgresConnection
     ) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO offers (offer_id, order_id, rider_id, status, distance_km, trip_km, earnings, expires_at,
                                 receipt_deadline, awaiting_push)
@@ -29,7 +29,7 @@ extension AllocationStore {
 
     /// The offer `offerId` if it is `riderId`'s, locked.
     func lockOffer(_ offerId: UUID, riderId: String, on connection: PostgresConnection) async throws -> OfferRecord? {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             "SELECT order_id, status, expires_at FROM offers WHERE offer_id = \(offerId) AND rider_id = \(riderId) FOR UPDATE",
             logger: logger
         )
@@ -41,7 +41,7 @@ extension AllocationStore {
 
     /// Records the rider's answer (the answer implies the offer was received).
     func decide(_ offerId: UUID, _ status: OfferStatus, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE offers SET status = \(status), decided_at = now(), received_at = coalesce(received_at, now())
             WHERE offer_id = \(offerId)
@@ -51,7 +51,7 @@ extension AllocationStore {
 
     /// Ends a still pending offer with `status` (the rider did not answer it).
     func close(_ offerId: UUID, _ status: OfferStatus, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE offers SET status = \(status), decided_at = now()
             WHERE offer_id = \(offerId) AND status = \(OfferStatus.pending)
@@ -60,7 +60,7 @@ extension AllocationStore {
     }
 
     func markReceived(_ offerId: UUID, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             "UPDATE offers SET received_at = coalesce(received_at, now()) WHERE offer_id = \(offerId)", logger: logger
         )
     }
@@ -68,7 +68,7 @@ extension AllocationStore {
     func offer(_ offerId: UUID, settings: AllocationSettings, on connection: PostgresConnection) async throws
         -> OfferView?
     {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             SELECT o.offer_id, o.order_id, a.vendor_name, a.vendor_address, a.delivery_area, o.distance_km, o.trip_km,
                    o.earnings, o.expires_at, o.status
@@ -90,7 +90,7 @@ extension AllocationStore {
 
     /// The rider's offer that is pending and not past its deadline at `now`.
     func pendingOfferId(riderId: String, now: Date, on connection: PostgresConnection) async throws -> UUID? {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             SELECT offer_id FROM offers
             WHERE rider_id = \(riderId) AND status = \(OfferStatus.pending) AND expires_at > \(now)
@@ -121,12 +121,49 @@ extension AllocationStore {
         )
     }
 
+    /// Records a deadline round at `now` on the deadline clock (which only moves forward).
+    func recordDeadlineRound(at now: Date, on connection: PostgresConnection) async throws {
+        try await connection.queryWhileOpen(
+            """
+            INSERT INTO deadline_clock (last_round_at) VALUES (\(now))
+            ON CONFLICT (singleton) DO UPDATE SET last_round_at = greatest(deadline_clock.last_round_at, \(now))
+            """, logger: logger
+        )
+    }
+
+    /// When a deadline round last ran on any instance, locked until the transaction ends; nil before the first.
+    func lockLastDeadlineRound(on connection: PostgresConnection) async throws -> Date? {
+        let rows = try await connection.queryWhileOpen(
+            "SELECT last_round_at FROM deadline_clock FOR UPDATE", logger: logger)
+        for try await lastRound in rows.decode(Date.self) { return lastRound }
+        return nil
+    }
+
+    /// Moves the receipt deadlines of pending offers not yet confirmed, due after `since`, by `seconds`; returns
+    /// how many moved.
+    func postponeReceiptDeadlines(dueAfter since: Date, bySeconds seconds: Double, on connection: PostgresConnection)
+        async throws -> Int
+    {
+        let rows = try await connection.queryWhileOpen(
+            """
+            WITH moved AS (
+                UPDATE offers SET receipt_deadline = receipt_deadline + \(seconds) * interval '1 second'
+                WHERE status = \(OfferStatus.pending) AND received_at IS NULL AND receipt_deadline > \(since)
+                RETURNING 1
+            )
+            SELECT count(*)::int FROM moved
+            """, logger: logger
+        )
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
+    }
+
     /// The receipt window of `riderId`'s pending offer of `orderId`, still awaiting its push's outcome, starts now:
     /// the app must confirm by `deadline`.
     func openReceiptWindow(orderId: String, riderId: String, until deadline: Date, on connection: PostgresConnection)
         async throws
     {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE offers SET receipt_deadline = \(deadline), awaiting_push = false
             WHERE order_id = \(orderId) AND rider_id = \(riderId) AND status = \(OfferStatus.pending)
@@ -172,7 +209,7 @@ extension AllocationStore {
 
     private func dueOffers(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [DueOffer] {
         var offers: [DueOffer] = []
-        for try await (offerId, orderId, riderId) in try await connection.query(query, logger: logger)
+        for try await (offerId, orderId, riderId) in try await connection.queryWhileOpen(query, logger: logger)
             .decode((UUID, String, String).self)
         {
             offers.append(DueOffer(offerId: offerId, orderId: orderId, riderId: riderId))

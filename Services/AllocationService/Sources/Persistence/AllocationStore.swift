@@ -45,7 +45,7 @@ struct AllocationStore: Sendable {
 
     func insertAllocation(_ ready: OrderReadyForPickup, on connection: PostgresConnection) async throws {
         let vendor = ready.vendor
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO allocations (order_id, customer_id, vendor_name, vendor_address, vendor_lat, vendor_lng,
                                      delivery_area, delivery_lat, delivery_lng, status)
@@ -67,7 +67,7 @@ struct AllocationStore: Sendable {
             FROM allocations WHERE order_id = \(orderId)
             """
         if forUpdate { query.sql += " FOR UPDATE" }
-        let rows = try await connection.query(query, logger: logger)
+        let rows = try await connection.queryWhileOpen(query, logger: logger)
         for try await (name, address, vendorLat, vendorLng, area, deliveryLat, deliveryLng, status, attempts, riderId)
             in rows.decode(
                 (String, String, Double, Double, String, Double, Double, AllocationStatus, Int, String?).self)
@@ -85,7 +85,7 @@ struct AllocationStore: Sendable {
         _ orderId: String, status: AllocationStatus, attempts: Int, nextAttemptAt: Date?,
         on connection: PostgresConnection
     ) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE allocations SET status = \(status), attempts = \(attempts), next_attempt_at = \(nextAttemptAt)
             WHERE order_id = \(orderId)
@@ -94,7 +94,7 @@ struct AllocationStore: Sendable {
     }
 
     func assign(_ orderId: String, riderId: String, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             "UPDATE allocations SET status = \(AllocationStatus.assigned), rider_id = \(riderId) WHERE order_id = \(orderId)",
             logger: logger
         )
@@ -104,7 +104,7 @@ struct AllocationStore: Sendable {
     func setRider(_ orderId: String, riderId: String?, status: AllocationStatus, on connection: PostgresConnection)
         async throws
     {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE allocations SET status = \(status), rider_id = \(riderId), next_attempt_at = NULL
             WHERE order_id = \(orderId)
@@ -114,7 +114,7 @@ struct AllocationStore: Sendable {
 
     /// The order was picked up (by `riderId`, when known): it can no longer change rider.
     func markInTransit(_ orderId: String, by riderId: String?, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE allocations SET status = \(AllocationStatus.inTransit), next_attempt_at = NULL,
                    rider_id = coalesce(\(riderId), rider_id)
@@ -125,7 +125,7 @@ struct AllocationStore: Sendable {
     }
 
     func endAllocation(_ orderId: String, status: AllocationStatus, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             "UPDATE allocations SET status = \(status), next_attempt_at = NULL WHERE order_id = \(orderId)",
             logger: logger
         )
@@ -133,7 +133,7 @@ struct AllocationStore: Sendable {
 
     /// Orders waiting for a rider are due now (someone came online).
     func retryWaitingNow(_ now: Date, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE allocations SET next_attempt_at = \(now)
             WHERE status = \(AllocationStatus.waiting) AND next_attempt_at > \(now)
@@ -143,7 +143,7 @@ struct AllocationStore: Sendable {
 
     /// Orders that found nobody and are due for another round, locked.
     func dueRetries(_ now: Date, limit: Int, on connection: PostgresConnection) async throws -> [String] {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             SELECT order_id FROM allocations WHERE status = \(AllocationStatus.waiting) AND next_attempt_at <= \(now)
             ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED
@@ -163,7 +163,7 @@ struct AllocationStore: Sendable {
         for orderId: String, near vendor: GeoPoint, radiusMeters: Double, freshSince: Date,
         on connection: PostgresConnection
     ) async throws -> (riderId: String, meters: Double)? {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             SELECT r.rider_id, r.lat, r.lng
             FROM riders r
@@ -191,7 +191,7 @@ struct AllocationStore: Sendable {
     func lockRiderForAssignment(_ riderId: String, on connection: PostgresConnection) async throws
         -> (status: RiderStatus, name: String)?
     {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             "SELECT status, name FROM riders WHERE rider_id = \(riderId) FOR UPDATE", logger: logger)
         for try await (status, name) in rows.decode((RiderStatus, String).self) { return (status, name) }
         return nil
@@ -204,7 +204,7 @@ struct AllocationStore: Sendable {
             FROM riders WHERE rider_id = \(riderId)
             """
         if forUpdate { query.sql += " FOR UPDATE" }
-        let rows = try await connection.query(query, logger: logger)
+        let rows = try await connection.queryWhileOpen(query, logger: logger)
         for try await (id, status, lat, lng, accuracy, recordedAt, orderId, offlineReason)
             in rows.decode((String, RiderStatus, Double?, Double?, Double?, Date?, String?, OfflineReason?).self)
         {
@@ -221,7 +221,7 @@ struct AllocationStore: Sendable {
 
     /// The rider is online at `location` (one holding an offer stays offered).
     func putOnline(_ rider: PersonRef, at location: RiderLocation, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO riders (rider_id, name, status, lat, lng, accuracy_meters, location_recorded_at)
             VALUES (\(rider.id), \(rider.name), \(RiderStatus.online), \(location.lat), \(location.lng),
@@ -235,7 +235,7 @@ struct AllocationStore: Sendable {
     }
 
     func putOffline(_ rider: PersonRef, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO riders (rider_id, name, status) VALUES (\(rider.id), \(rider.name), \(RiderStatus.offline))
             ON CONFLICT (rider_id) DO UPDATE SET status = excluded.status, offline_reason = NULL,
@@ -246,7 +246,7 @@ struct AllocationStore: Sendable {
 
     /// The rider holds an offer.
     func markOffered(_ riderId: String, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             "UPDATE riders SET status = \(RiderStatus.offered), updated_at = now() WHERE rider_id = \(riderId)",
             logger: logger
         )
@@ -256,7 +256,7 @@ struct AllocationStore: Sendable {
     func freeOfferedRider(
         _ riderId: String, to status: RiderStatus, reason: OfflineReason? = nil, on connection: PostgresConnection
     ) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE riders SET status = \(status), offline_reason = \(reason), updated_at = now()
                    \(unescaped: status == .offline ? ", " + Self.forgetPosition : "")
@@ -282,7 +282,7 @@ struct AllocationStore: Sendable {
 
     /// The rider is on `orderId` until it ends.
     func startDelivery(_ riderId: String, orderId: String, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE riders SET status = \(RiderStatus.delivering), current_order_id = \(orderId), updated_at = now()
             WHERE rider_id = \(riderId)
@@ -293,7 +293,7 @@ struct AllocationStore: Sendable {
     /// The rider ids a statement returns.
     private func riderIds(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [String] {
         var riders: [String] = []
-        for try await riderId in try await connection.query(query, logger: logger).decode(String.self) {
+        for try await riderId in try await connection.queryWhileOpen(query, logger: logger).decode(String.self) {
             riders.append(riderId)
         }
         return riders
@@ -317,7 +317,7 @@ struct AllocationStore: Sendable {
 
     /// Moves an Online (or busy) rider to a newer position; an older one, or one of an Offline rider, is ignored.
     func move(_ position: PositionUpdated, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE riders SET lat = \(position.lat), lng = \(position.lng), accuracy_meters = \(position.accuracyMeters),
                    location_recorded_at = \(position.recordedAt), updated_at = now()

@@ -17,7 +17,7 @@ package struct ChatStore: Sendable {
 
     /// The room of a new order: waiting for a rider.
     package func openRoom(orderId: String, customerId: String, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO chat_rooms (order_id, customer_id, status) VALUES (\(orderId), \(customerId), 'waiting_for_rider')
             ON CONFLICT (order_id) DO NOTHING
@@ -32,7 +32,7 @@ package struct ChatStore: Sendable {
     {
         try await openRoom(orderId: orderId, customerId: customerId, on: connection)
         let previous = try await room(orderId, forUpdate: true, on: connection)?.rider
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE chat_rooms SET rider_id = \(rider.id), rider_name = \(rider.name),
                    status = CASE WHEN status = 'closed' THEN 'closed' ELSE 'open' END, updated_at = now()
@@ -46,7 +46,7 @@ package struct ChatStore: Sendable {
     /// closed.
     package func unassign(orderId: String, customerId: String, on connection: PostgresConnection) async throws {
         try await openRoom(orderId: orderId, customerId: customerId, on: connection)
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE chat_rooms SET rider_id = NULL, rider_name = NULL,
                    status = CASE WHEN status = 'closed' THEN 'closed' ELSE 'waiting_for_rider' END, updated_at = now()
@@ -60,7 +60,7 @@ package struct ChatStore: Sendable {
         orderId: String, customerId: String, reason: String, now: Date, on connection: PostgresConnection
     ) async throws -> ChatMessageView? {
         try await openRoom(orderId: orderId, customerId: customerId, on: connection)
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             UPDATE chat_rooms SET status = 'closed', closed_reason = \(reason), closed_at = \(now), updated_at = now()
             WHERE order_id = \(orderId) AND status <> 'closed' RETURNING order_id
@@ -81,7 +81,7 @@ package struct ChatStore: Sendable {
         var query: PostgresQuery =
             "SELECT order_id, customer_id, rider_id, rider_name, status FROM chat_rooms WHERE order_id = \(orderId)"
         if forUpdate { query.sql += " FOR UPDATE" }
-        let rows = try await connection.query(query, logger: logger)
+        let rows = try await connection.queryWhileOpen(query, logger: logger)
         for try await (orderId, customerId, riderId, riderName, status) in rows.decode(
             (String, String, String?, String?, ChatRoom.Status).self)
         {
@@ -100,7 +100,7 @@ package struct ChatStore: Sendable {
         orderId: String, senderId: String?, senderRole: String, senderName: String, text: String, quickReplyId: String?,
         clientMessageId: String?, on connection: PostgresConnection
     ) async throws -> (message: ChatMessageView, isNew: Bool) {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             INSERT INTO chat_messages (order_id, sender_id, sender_role, sender_name, text, quick_reply_id, client_message_id)
             VALUES (\(orderId), \(senderId), \(senderRole), \(senderName), \(text), \(quickReplyId), \(clientMessageId))
@@ -111,7 +111,7 @@ package struct ChatStore: Sendable {
         for try await row in rows.decode((Int64, String, String?, String, String, String, Date, String?).self) {
             return (Self.view(row), true)
         }
-        let existing = try await connection.query(
+        let existing = try await connection.queryWhileOpen(
             """
             SELECT id, order_id, sender_id, sender_role, sender_name, text, sent_at, client_message_id FROM chat_messages
             WHERE order_id = \(orderId) AND sender_id = \(senderId) AND client_message_id = \(clientMessageId)
@@ -127,7 +127,7 @@ package struct ChatStore: Sendable {
     package func messages(orderId: String, before: Int64?, limit: Int, on connection: PostgresConnection) async throws
         -> [ChatMessageView]
     {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             SELECT id, order_id, sender_id, sender_role, sender_name, text, sent_at, client_message_id FROM chat_messages
             WHERE order_id = \(orderId) AND id < \(before ?? Int64.max) ORDER BY id DESC LIMIT \(limit)
@@ -154,7 +154,7 @@ package struct ChatStore: Sendable {
     package func purgeClosed(before cutoff: Date, now: Date, limit: Int, on connection: PostgresConnection)
         async throws -> Int
     {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             WITH due AS (
                 SELECT order_id FROM chat_rooms

@@ -40,7 +40,7 @@ package struct TrackingStore: Sendable {
     package func overdueJobIds(since cutoff: Date, limit: Int, on connection: PostgresConnection) async throws
         -> [String]
     {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             SELECT job_id FROM tracking_jobs
             WHERE (travel_mode AND travel_mode_since <= \(cutoff))
@@ -55,7 +55,7 @@ package struct TrackingStore: Sendable {
 
     /// Adds `job` unless a job with its id exists.
     package func insert(_ job: TrackingJob, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO tracking_jobs (job_id, kind, customer_id, courier_id, destination_lat, destination_lng,
                                        destination_label, phase, state)
@@ -68,7 +68,7 @@ package struct TrackingStore: Sendable {
 
     /// Writes every field of `job` that may change.
     package func save(_ job: TrackingJob, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE tracking_jobs SET courier_id = \(job.courierId), destination_lat = \(job.destination.lat),
                    destination_lng = \(job.destination.lng), destination_label = \(job.destination.label),
@@ -81,7 +81,7 @@ package struct TrackingStore: Sendable {
     }
 
     private func jobs(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [TrackingJob] {
-        let rows = try await connection.query(query, logger: logger)
+        let rows = try await connection.queryWhileOpen(query, logger: logger)
         var jobs: [TrackingJob] = []
         for try await row in rows.decode(
             (

@@ -29,7 +29,7 @@ package struct NotificationStore: Sendable {
     /// Stores the request; false if its notification id was seen before.
     package func insert(_ request: PushRequested, on connection: PostgresConnection) async throws -> Bool {
         let data = String(decoding: try JSONEncoder().encode(request.data), as: UTF8.self)
-        let inserted = try await connection.query(
+        let inserted = try await connection.queryWhileOpen(
             """
             INSERT INTO notifications (notification_id, user_id, kind, title, body, data, priority, collapse_key,
                                        ttl_seconds, sound, correlation_id, wakes_app, status)
@@ -47,7 +47,7 @@ package struct NotificationStore: Sendable {
     package func addDeliveries(of request: PushRequested, now: Date, on connection: PostgresConnection)
         async throws -> [Int64]
     {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             INSERT INTO deliveries (notification_id, token, platform, status, next_attempt_at)
             SELECT \(request.notificationId), token, platform, 'pending', \(now) FROM devices
@@ -62,14 +62,14 @@ package struct NotificationStore: Sendable {
 
     /// Sets a notification's status.
     package func setStatus(_ status: String, notificationId: String, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             "UPDATE notifications SET status = \(status) WHERE notification_id = \(notificationId)", logger: logger)
     }
 
     /// Leases delivery `id` until `until` if it is due at `now` (or its last lease ran out); nil if it is not.
     package func lease(_ id: Int64, now: Date, until: Date, on connection: PostgresConnection) async throws -> Attempt?
     {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             WITH leased AS (
                 UPDATE deliveries SET status = 'sending', attempts = attempts + 1, leased_until = \(until),
@@ -103,7 +103,7 @@ package struct NotificationStore: Sendable {
 
     /// Deliveries due at `now` (new, retries whose time came, leases that ran out).
     package func due(now: Date, limit: Int, on connection: PostgresConnection) async throws -> [Int64] {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             (SELECT id FROM deliveries WHERE status = 'pending' AND next_attempt_at <= \(now)
              ORDER BY next_attempt_at LIMIT \(limit))
@@ -118,7 +118,7 @@ package struct NotificationStore: Sendable {
 
     /// Locks the notification: one outcome of it at a time, so the last of its devices sees the others' states.
     package func lockNotification(_ notificationId: String, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             "SELECT 1 FROM notifications WHERE notification_id = \(notificationId) FOR UPDATE", logger: logger)
     }
 
@@ -126,7 +126,7 @@ package struct NotificationStore: Sendable {
     package func reschedule(
         _ id: Int64, at: Date, providerStatus: Int?, answer: String, on connection: PostgresConnection
     ) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE deliveries SET status = 'pending', next_attempt_at = \(at), leased_until = NULL,
                    provider_status = \(providerStatus), provider_answer = \(String(answer.prefix(2000))),
@@ -140,7 +140,7 @@ package struct NotificationStore: Sendable {
     package func finish(
         _ id: Int64, status: String, providerStatus: Int?, answer: String, on connection: PostgresConnection
     ) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE deliveries SET status = \(status), leased_until = NULL, provider_status = \(providerStatus),
                    provider_answer = \(String(answer.prefix(2000))), updated_at = now()
@@ -151,7 +151,7 @@ package struct NotificationStore: Sendable {
 
     /// Keeps a delivery that failed for good, with why.
     package func addDeadLetter(_ attempt: Attempt, reason: String, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO push_dead_letters (delivery_id, notification_id, token, platform, reason)
             VALUES (\(attempt.deliveryId), \(attempt.message.notificationId), \(attempt.token), \(attempt.platform),
@@ -162,12 +162,12 @@ package struct NotificationStore: Sendable {
 
     /// Forgets a device whose token the provider called dead.
     package func removeDevice(token: String, on connection: PostgresConnection) async throws {
-        try await connection.query("DELETE FROM devices WHERE token = \(token)", logger: logger)
+        try await connection.queryWhileOpen("DELETE FROM devices WHERE token = \(token)", logger: logger)
     }
 
     /// Marks a pending notification sent; its number of deliveries if it was pending, nil if not.
     package func markSent(_ notificationId: String, on connection: PostgresConnection) async throws -> Int? {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             UPDATE notifications SET status = 'sent' WHERE notification_id = \(notificationId) AND status = 'pending'
             RETURNING (SELECT count(*) FROM deliveries WHERE notification_id = \(notificationId))
@@ -189,7 +189,7 @@ package struct NotificationStore: Sendable {
     package func markFailedIfNoneLeft(_ notificationId: String, on connection: PostgresConnection) async throws
         -> EveryDeviceFailed?
     {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             UPDATE notifications SET status = 'failed'
             WHERE notification_id = \(notificationId) AND status = 'pending'

@@ -82,7 +82,7 @@ struct NotificationRoutes: Sendable {
             let identity = try context.requireIdentity()
             let token = try context.parameters.require("token")
             let removed = try await database.withConnection { connection in
-                let rows = try await connection.query(
+                let rows = try await connection.queryWhileOpen(
                     "DELETE FROM devices WHERE token = \(token) AND user_id = \(identity.userId) RETURNING token",
                     logger: database.logger
                 )
@@ -112,17 +112,17 @@ struct NotificationRoutes: Sendable {
         _ token: String, platform: DevicePlatform, for userId: String, on connection: PostgresConnection
     ) async throws -> String? {
         var previousOwner: String?
-        let owners = try await connection.query(
+        let owners = try await connection.queryWhileOpen(
             "SELECT user_id FROM devices WHERE token = \(token) FOR UPDATE", logger: database.logger)
         for try await owner in owners.decode(String.self) { previousOwner = owner }
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO devices (token, user_id, platform) VALUES (\(token), \(userId), \(platform.rawValue))
             ON CONFLICT (token) DO UPDATE SET user_id = excluded.user_id, platform = excluded.platform,
                 updated_at = now()
             """, logger: database.logger
         )
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             DELETE FROM devices WHERE token IN (
                 SELECT token FROM devices WHERE user_id = \(userId)
@@ -134,7 +134,7 @@ struct NotificationRoutes: Sendable {
     }
 
     func log(userId: String, limit: Int, on connection: PostgresConnection) async throws -> NotificationLog {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             SELECT notification_id, kind, title, body, priority, sound, ttl_seconds, wakes_app, data::text, status,
                    created_at
@@ -155,7 +155,7 @@ struct NotificationRoutes: Sendable {
             )
         }
         for index in notifications.indices {
-            let deliveries = try await connection.query(
+            let deliveries = try await connection.queryWhileOpen(
                 """
                 SELECT token, platform, status, attempts, provider_status, provider_answer, updated_at FROM deliveries
                 WHERE notification_id = \(notifications[index].notificationId) ORDER BY id

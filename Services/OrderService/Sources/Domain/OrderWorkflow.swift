@@ -138,7 +138,7 @@ package struct OrderWorkflow: Sendable {
     ) async throws {
         let push = Self.pickupNotification(order: order, rider: rider)
         try await store.outbox.enqueue(push, aggregateId: order.customerId, on: connection, logger: store.logger)
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id, started_at)
             VALUES (\(UUID(uuidString: order.id)), \(pickupEventId), \(push.notificationId), \(startedAt))

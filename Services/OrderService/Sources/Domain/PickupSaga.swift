@@ -63,7 +63,7 @@ package struct PickupSagas: Sendable {
     }
 
     package func view(of orderId: UUID, on connection: PostgresConnection) async throws -> PickupSagaView? {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             SELECT order_id, pickup_event_id, notification_id, started_at, tracking_started_at, customer_notified_at,
                    customer_notification_failure, vendor_updated_at, completed_at, failed_at, failure, republish_count,
@@ -111,7 +111,7 @@ package struct PickupSagas: Sendable {
         )
         query.binds.append(orderId)
         query.binds.append(now())
-        try await connection.query(query, logger: store.logger)
+        try await connection.queryWhileOpen(query, logger: store.logger)
         try await settle(orderId, on: connection)
     }
 
@@ -120,7 +120,7 @@ package struct PickupSagas: Sendable {
     package func recordNotificationFailure(of orderId: UUID, reason: String, on connection: PostgresConnection)
         async throws
     {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             "UPDATE pickup_sagas SET customer_notification_failure = \(reason) WHERE order_id = \(orderId)",
             logger: store.logger
         )
@@ -130,7 +130,7 @@ package struct PickupSagas: Sendable {
     /// Ends the saga once every step reported: completed, or failed if the customer's push failed for good.
     private func settle(_ orderId: UUID, on connection: PostgresConnection) async throws {
         let now = self.now()
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE pickup_sagas
             SET completed_at = CASE WHEN customer_notified_at IS NOT NULL THEN \(now) END,
@@ -152,7 +152,7 @@ package struct PickupSagas: Sendable {
     {
         let cutoff = now() - stepTimeout
         return try await database.transaction { connection in
-            let rows = try await connection.query(
+            let rows = try await connection.queryWhileOpen(
                 """
                 SELECT order_id, pickup_event_id, tracking_started_at IS NULL, vendor_updated_at IS NULL,
                        customer_notified_at IS NULL AND customer_notification_failure IS NULL, republish_count
@@ -220,7 +220,7 @@ package struct PickupSagas: Sendable {
                 )
             }
         }
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE pickup_sagas SET republish_count = republish_count + 1, last_republished_at = \(now())
             WHERE order_id = \(orderId)
@@ -235,7 +235,7 @@ package struct PickupSagas: Sendable {
     private func fail(_ saga: StalledSaga, on connection: PostgresConnection) async throws {
         let failure =
             "no report after \(saga.republishCount) republishes from: " + saga.pendingSteps.joined(separator: ", ")
-        try await connection.query(
+        try await connection.queryWhileOpen(
             "UPDATE pickup_sagas SET failed_at = \(now()), failure = \(failure) WHERE order_id = \(saga.orderId)",
             logger: store.logger
         )

@@ -20,7 +20,7 @@ package struct OrderStore: Sendable {
 
     package func insertVendor(_ vendor: VendorView, on connection: PostgresConnection) async throws {
         do {
-            try await connection.query(
+            try await connection.queryWhileOpen(
                 """
                 INSERT INTO vendors (id, name, address_line1, area, lat, lng)
                 VALUES (\(vendor.id), \(vendor.name), \(vendor.address.line1), \(vendor.address.area), \(vendor.address.lat), \(vendor.address.lng))
@@ -32,7 +32,7 @@ package struct OrderStore: Sendable {
     }
 
     package func vendor(_ id: String, on connection: PostgresConnection) async throws -> VendorView? {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             "SELECT id, name, address_line1, area, lat, lng FROM vendors WHERE id = \(id)", logger: logger
         )
         for try await (id, name, line1, area, lat, lng) in rows.decode(
@@ -46,7 +46,7 @@ package struct OrderStore: Sendable {
     // MARK: Orders
 
     package func insertOrder(_ order: OrderView, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO orders (id, customer_id, vendor_id, status, delivery_line1, delivery_area, delivery_lat, delivery_lng,
                                 payment_mode, total_amount, requires_photo_proof, version, created_at, updated_at)
@@ -64,7 +64,7 @@ package struct OrderStore: Sendable {
     {
         var query: PostgresQuery = "\(unescaped: Self.selectOrders) WHERE o.id = \(id)"
         if forUpdate { query.sql += " FOR UPDATE OF o" }
-        let rows = try await connection.query(query, logger: logger)
+        let rows = try await connection.queryWhileOpen(query, logger: logger)
         for try await row in rows {
             return try Self.order(from: row.makeRandomAccess())
         }
@@ -96,7 +96,7 @@ package struct OrderStore: Sendable {
                    ('epoch'::timestamptz + \(cursor?.createdMicros ?? 0) * interval '1 microsecond', \(cursor?.orderId)))
             ORDER BY o.created_at, o.id LIMIT \(limit + 1)
             """
-        let rows = try await connection.query(query, logger: logger)
+        let rows = try await connection.queryWhileOpen(query, logger: logger)
         var orders: [OrderView] = []
         var last: OrderPageCursor?
         var more = false
@@ -154,7 +154,7 @@ package struct OrderStore: Sendable {
 
     /// Writes the order's new state (status, rider, arrival) and bumps its version.
     package func update(_ order: OrderView, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE orders SET status = \(order.status.rawValue), rider_id = \(order.rider?.id), rider_name = \(order.rider?.name),
                    rider_arrived_at = \(order.riderArrivedAt), version = \(order.version), updated_at = \(order.updatedAt)
@@ -168,7 +168,7 @@ package struct OrderStore: Sendable {
     )
         async throws
     {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO order_proof_photos (order_id, content_type, bytes, uploaded_by) VALUES (\(orderId), \(contentType), \(bytes), \(riderId))
             ON CONFLICT (order_id) DO UPDATE SET content_type = excluded.content_type, bytes = excluded.bytes,
@@ -185,7 +185,7 @@ package struct OrderStore: Sendable {
         on connection: PostgresConnection
     ) async throws {
         let json = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO order_events (aggregate_id, aggregate_type, sequence, event_id, event_type, actor_id, actor_role, envelope, occurred_at)
             VALUES (\(UUID(uuidString: envelope.aggregateId)), \(aggregateType), \(sequence), \(envelope.eventId), \(envelope.type),
@@ -197,7 +197,7 @@ package struct OrderStore: Sendable {
 
     /// The event log of an order or service request, oldest first.
     package func events(of aggregateId: UUID, on connection: PostgresConnection) async throws -> [OrderEventView] {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             """
             SELECT sequence, event_id, event_type, actor_id, actor_role, occurred_at, (envelope -> 'payload')::text
             FROM order_events WHERE aggregate_id = \(aggregateId) ORDER BY sequence
@@ -220,7 +220,7 @@ package struct OrderStore: Sendable {
 
     /// The published envelope of an event, to republish it unchanged.
     package func envelope(eventId: UUID, on connection: PostgresConnection) async throws -> String? {
-        let rows = try await connection.query(
+        let rows = try await connection.queryWhileOpen(
             "SELECT envelope::text FROM order_events WHERE event_id = \(eventId)", logger: logger)
         for try await envelope in rows.decode(String.self) { return envelope }
         return nil
@@ -229,7 +229,7 @@ package struct OrderStore: Sendable {
     // MARK: Service requests
 
     package func insertServiceRequest(_ request: ServiceRequestView, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             INSERT INTO service_requests (id, customer_id, status, address_line1, area, lat, lng, description, version, created_at, updated_at)
             VALUES (\(UUID(uuidString: request.id)), \(request.customerId), \(request.status.rawValue), \(request.serviceAddress.line1),
@@ -248,7 +248,7 @@ package struct OrderStore: Sendable {
             FROM service_requests WHERE id = \(id)
             """
         if forUpdate { query.sql += " FOR UPDATE" }
-        let rows = try await connection.query(query, logger: logger)
+        let rows = try await connection.queryWhileOpen(query, logger: logger)
         for try await row in rows {
             let cells = row.makeRandomAccess()
             let technicianId = try cells["technician_id"].decode(String?.self)
@@ -273,7 +273,7 @@ package struct OrderStore: Sendable {
     }
 
     package func update(_ request: ServiceRequestView, on connection: PostgresConnection) async throws {
-        try await connection.query(
+        try await connection.queryWhileOpen(
             """
             UPDATE service_requests SET status = \(request.status.rawValue), technician_id = \(request.technician?.id),
                    technician_name = \(request.technician?.name), version = \(request.version), updated_at = \(request.updatedAt)
