@@ -102,6 +102,10 @@ package final class KafkaConsumer: Sendable {
     /// consumer is closed; throws on an error the consumer cannot continue after.
     package var messages: Messages { Messages(consumer: self) }
 
+    /// The same messages in batches of 1 to `limit`: each waits for one message, then takes what librdkafka has
+    /// already fetched behind it, without waiting for more. For effects cheaper applied several at a time.
+    package func batches(limit: Int) -> Batches { Batches(consumer: self, limit: max(limit, 1)) }
+
     /// Commits `message` (and everything before it in its partition) for the group; waits for the broker.
     /// - Throws: ``KafkaError`` `.commitFailed`, e.g. after the partition moved to another member (the message
     ///   will be delivered again there).
@@ -154,7 +158,26 @@ package final class KafkaConsumer: Sendable {
             let consumer: KafkaConsumer
 
             package mutating func next() async throws -> KafkaMessage? {
-                try await consumer.loop.next()
+                try await consumer.loop.next(limit: 1).first
+            }
+        }
+    }
+
+    /// The consumer's messages in batches, as an `AsyncSequence`.
+    package struct Batches: AsyncSequence, Sendable {
+        package typealias Element = [KafkaMessage]
+        let consumer: KafkaConsumer
+        let limit: Int
+
+        package func makeAsyncIterator() -> Iterator { Iterator(consumer: consumer, limit: limit) }
+
+        package struct Iterator: AsyncIteratorProtocol {
+            let consumer: KafkaConsumer
+            let limit: Int
+
+            package mutating func next() async throws -> [KafkaMessage]? {
+                let batch = try await consumer.loop.next(limit: limit)
+                return batch.isEmpty ? nil : batch
             }
         }
     }
@@ -342,10 +365,16 @@ private final class ConsumerLoop: Sendable {
         case close
     }
 
+    private typealias Waiter = CheckedContinuation<Result<[KafkaMessage], KafkaError>, Never>
+
     private struct State: Sendable {
-        var waiter: CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>?
-        /// A message polled after its waiter went away; the next `next()` gets it first.
-        var stash: KafkaMessage?
+        var waiter: Waiter?
+        /// How many messages the waiter takes at most.
+        var limit = 1
+        /// Messages polled after their waiter went away, or past its limit; the next `next()` gets them first.
+        var stash: [KafkaMessage] = []
+        /// An error polled behind a batch's messages; the next `next()` gets it once the stash is empty.
+        var stashedError: KafkaError?
         var commands: [Command] = []
         var closed = false
         /// librdkafka's close returned: the group was left.
@@ -370,17 +399,23 @@ private final class ConsumerLoop: Sendable {
         thread.start()
     }
 
-    func next() async throws -> KafkaMessage? {
+    /// The next 1 to `limit` messages, waiting for the first; none once closed or cancelled.
+    func next(limit: Int) async throws -> [KafkaMessage] {
         let result = await withTaskCancellationHandler {
-            await withCheckedContinuation {
-                (continuation: CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>) in
-                let immediate = state.withLock { state -> Result<KafkaMessage?, KafkaError>? in
-                    if state.closed || Task.isCancelled { return .success(nil) }
-                    if let message = state.stash {
-                        state.stash = nil
-                        return .success(message)
+            await withCheckedContinuation { (continuation: Waiter) in
+                let immediate = state.withLock { state -> Result<[KafkaMessage], KafkaError>? in
+                    if state.closed || Task.isCancelled { return .success([]) }
+                    if !state.stash.isEmpty {
+                        let count = min(limit, state.stash.count)
+                        defer { state.stash.removeFirst(count) }
+                        return .success(Array(state.stash.prefix(count)))
+                    }
+                    if let error = state.stashedError {
+                        state.stashedError = nil
+                        return .failure(error)
                     }
                     state.waiter = continuation
+                    state.limit = limit
                     return nil
                 }
                 if let immediate { continuation.resume(returning: immediate) } else { wake.signal() }
@@ -390,7 +425,7 @@ private final class ConsumerLoop: Sendable {
                 defer { state.waiter = nil }
                 return state.waiter
             }
-            waiter?.resume(returning: .success(nil))
+            waiter?.resume(returning: .success([]))
         }
         return try result.get()
     }
@@ -412,15 +447,14 @@ private final class ConsumerLoop: Sendable {
 
     /// Asks the thread to close the consumer; true once librdkafka's close returned, false after `timeout`.
     func close(within timeout: Duration) async -> Bool {
-        let (accepted, waiter) = state.withLock {
-            state -> (Bool, CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>?) in
+        let (accepted, waiter) = state.withLock { state -> (Bool, Waiter?) in
             guard !state.closed else { return (false, nil) }
             state.closed = true
             state.commands.append(.close)
             defer { state.waiter = nil }
             return (true, state.waiter)
         }
-        waiter?.resume(returning: .success(nil))
+        waiter?.resume(returning: .success([]))
         if accepted { wake.signal() }
         // Waits even in a cancelled task: closing is clean-up, and `timeout` bounds it.
         await withCheckedContinuation { continuation in
@@ -448,7 +482,8 @@ private final class ConsumerLoop: Sendable {
         while true {
             let (commands, wantsMessage, stopped) = state.withLock { state in
                 defer { state.commands.removeAll() }
-                return (state.commands, state.waiter != nil && state.stash == nil, state.stopped)
+                let ready = state.stash.isEmpty && state.stashedError == nil
+                return (state.commands, state.waiter != nil && ready, state.stopped)
             }
             for command in commands {
                 switch command {
@@ -471,23 +506,42 @@ private final class ConsumerLoop: Sendable {
                 _ = wake.wait(timeout: .now() + .milliseconds(100))
                 continue
             }
-            let polled: Result<KafkaMessage?, KafkaError>
+            let polled: Result<[KafkaMessage], KafkaError>
             do {
-                polled = .success(try poll(timeoutMilliseconds: 100))
+                polled = .success(try pollBatch())
             } catch {
                 polled = .failure(error)
             }
-            if case .success(nil) = polled { continue }
-            let waiter = state.withLock { state -> CheckedContinuation<Result<KafkaMessage?, KafkaError>, Never>? in
-                guard let waiter = state.waiter else {
-                    if case .success(let message) = polled { state.stash = message }
-                    return nil
+            if case .success(let batch) = polled, batch.isEmpty { continue }
+            let (waiter, answer) = state.withLock { state -> (Waiter?, Result<[KafkaMessage], KafkaError>) in
+                guard case .success(let batch) = polled else {
+                    defer { state.waiter = nil }
+                    return (state.waiter, polled)
                 }
-                state.waiter = nil
-                return waiter
+                // The waiter may have changed since the poll began: it gets no more than its own limit.
+                let count = state.waiter == nil ? 0 : min(state.limit, batch.count)
+                state.stash.append(contentsOf: batch.dropFirst(count))
+                defer { state.waiter = nil }
+                return (state.waiter, .success(Array(batch.prefix(count))))
             }
-            waiter?.resume(returning: polled)
+            waiter?.resume(returning: answer)
         }
+    }
+
+    /// Waits up to 100 ms for a message, then takes those already fetched behind it, up to the waiter's limit. An
+    /// error behind them is kept for the next `next()`: librdkafka reports a fatal one only once.
+    private func pollBatch() throws(KafkaError) -> [KafkaMessage] {
+        guard let first = try poll(timeoutMilliseconds: 100) else { return [] }
+        let limit = state.withLock { $0.limit }
+        var batch = [first]
+        do {
+            while batch.count < limit, let message = try poll(timeoutMilliseconds: 0) {
+                batch.append(message)
+            }
+        } catch {
+            state.withLock { $0.stashedError = error }
+        }
+        return batch
     }
 
     private func failPendingCommands() {

@@ -342,6 +342,74 @@ struct OutboxInboxTests {
     }
 
     @Test(
+        "a batch consumer applies what was already fetched in one transaction, a repeat within it once; a failing event is retried alone and dead-lettered without holding up the rest"
+    )
+    func batchConsumerAppliesTogetherAndIsolatesFailures() async throws {
+        let brokers = try TestInfrastructure.kafkaBrokers()
+        let topic = Topic(uniqueName("batch"))
+        try await KafkaAdmin.createTopics(
+            [KafkaTopicSpecification(name: topic.rawValue, partitions: 1)], client: Self.client(brokers), logger: logger
+        )
+        struct Poisoned: Error {}
+        try await withTestDatabase { database in
+            try await database.client.query(
+                "CREATE TABLE effects (event_id uuid NOT NULL, order_id text NOT NULL)", logger: logger)
+            try await database.client.query("CREATE TABLE batches (size integer NOT NULL)", logger: logger)
+            let consumer = EventConsumer(
+                name: "batched", topics: [topic],
+                configuration: KafkaConsumerConfiguration(client: Self.client(brokers), groupId: uniqueName("group")),
+                batchLimit: 8,
+                effect: .transactionalBatch(database) { events, connection in
+                    for event in events {
+                        let orderId = event.payload(as: OrderAccepted.self)?.orderId ?? "?"
+                        if orderId == "order-poison" { throw Poisoned() }
+                        try await connection.query(
+                            "INSERT INTO effects (event_id, order_id) VALUES (\(event.header.eventId), \(orderId))",
+                            logger: logger)
+                    }
+                    try await connection.query("INSERT INTO batches (size) VALUES (\(events.count))", logger: logger)
+                    return nil
+                },
+                logger: logger
+            )
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
+            // Published before the consumer starts: fetched together. One is delivered twice in a row (within a
+            // batch), another far apart (in another batch).
+            let first = try (0..<20).map { try ContractCoding.encode(Self.accepted("order-\($0)", sequence: $0)) }
+            for value in first[0...3] + [first[3]] + first[4...] + [first[1]] {
+                try await producer.send(topic: topic.rawValue, key: "orders", value: value)
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await consumer.run() }
+                try await eventually(timeout: .seconds(30), "the first twenty effects") {
+                    try await database.scalar("SELECT count(*) FROM effects", as: Int.self) == 20
+                }
+                let poison = try ContractCoding.encode(Self.accepted("order-poison", sequence: 20))
+                let sentinel = try ContractCoding.encode(Self.accepted("order-sentinel", sequence: 21))
+                for value in [poison, Data("not an event".utf8), sentinel] {
+                    try await producer.send(topic: topic.rawValue, key: "orders", value: value)
+                }
+                try await eventually(timeout: .seconds(30), "the sentinel's effect after the poisoned event") {
+                    try await database.scalar(
+                        "SELECT count(*) FROM effects WHERE order_id = 'order-sentinel'", as: Int.self) == 1
+                }
+                group.cancelAll()
+            }
+            await producer.close()
+            #expect(try await database.scalar("SELECT count(*) FROM effects", as: Int.self) == 21)
+            #expect(
+                try await database.scalar("SELECT count(DISTINCT order_id) FROM effects", as: Int.self) == 21)
+            #expect(try await database.scalar("SELECT max(size) FROM batches", as: Int.self) ?? 0 > 1)
+            #expect(try await database.scalar("SELECT max(size) FROM batches", as: Int.self) ?? 0 <= 8)
+            #expect(
+                try await database.scalar("SELECT count(*) FROM inbox WHERE consumer = 'batched'", as: Int.self) == 21)
+            let dead = try await database.scalar("SELECT count(*) FROM dead_letters", as: Int.self)
+            #expect(dead == 2, "the poisoned event and the unreadable message")
+        }
+    }
+
+    @Test(
         "a stream consumer misses nothing published while it starts, and applies again what came within its replay"
     )
     func streamConsumerStartsFromItsReplay() async throws {

@@ -35,10 +35,13 @@ package enum NotificationService: ServiceDefinition {
         platform.addService(attempts)
         let dispatcher = PushDispatcher(
             workflow: workflow, database: database, providers: providers, attempts: attempts, logger: platform.logger)
-        platform.addConsumerWithFollowUp(name: "notification-requests", topics: [.notificationsRequests]) {
-            (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
-            guard let request = event.payload(as: PushRequested.self) else { return nil }
-            let deliveries = try await workflow.accept(request, on: connection)
+        // Requests already fetched are accepted together: one transaction for up to `acceptBatch` of them.
+        platform.addBatchConsumer(
+            name: "notification-requests", topics: [.notificationsRequests], limit: settings.acceptBatch
+        ) { (events: [DecodedEvent], connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
+            let requests = events.compactMap { $0.payload(as: PushRequested.self) }
+            if requests.isEmpty { return nil }
+            let deliveries = try await workflow.accept(requests, on: connection)
             if deliveries.isEmpty { return nil }
             return { @Sendable in dispatcher.enqueue(deliveries) }
         }

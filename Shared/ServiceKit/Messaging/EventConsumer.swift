@@ -19,6 +19,9 @@ package final class EventConsumer: Service, Sendable {
         case transactional(Database, @Sendable (DecodedEvent, PostgresConnection) async throws -> Void)
         /// Like `transactional`, and the returned follow-up (e.g. telling sockets) runs after the commit.
         case transactionalWithFollowUp(Database, @Sendable (DecodedEvent, PostgresConnection) async throws -> FollowUp?)
+        /// Like `transactionalWithFollowUp` for the events already fetched, up to the consumer's batch limit, at
+        /// once: one transaction, one inbox claim; the handler gets those not seen before, in order.
+        case transactionalBatch(Database, @Sendable ([DecodedEvent], PostgresConnection) async throws -> FollowUp?)
         /// Runs as is (e.g. pushing to sockets); must tolerate the same event twice.
         case direct(@Sendable (DecodedEvent) async throws -> Void)
     }
@@ -38,6 +41,8 @@ package final class EventConsumer: Service, Sendable {
 
     package let name: String
     package let topics: [Topic]
+    /// How many events a `transactionalBatch` effect gets at most.
+    package let batchLimit: Int
     private let configuration: KafkaConsumerConfiguration
     private let start: Start
     private let effect: Effect
@@ -51,12 +56,14 @@ package final class EventConsumer: Service, Sendable {
     ///   - topics: the topics to consume.
     ///   - configuration: the consumer-group configuration.
     ///   - start: a group member (the default) or a reader on each instance.
+    ///   - batchLimit: how many events a `transactionalBatch` effect gets at most (other effects get one).
     package init(
         name: String, topics: [Topic], configuration: KafkaConsumerConfiguration, start: Start = .group,
-        effect: Effect, logger: Logger
+        batchLimit: Int = 1, effect: Effect, logger: Logger
     ) {
         self.name = name
         self.topics = topics
+        if case .transactionalBatch = effect { self.batchLimit = max(batchLimit, 1) } else { self.batchLimit = 1 }
         self.configuration = configuration
         self.start = start
         self.effect = effect
@@ -98,15 +105,19 @@ package final class EventConsumer: Service, Sendable {
         await consumer.close()
     }
 
-    /// Applies messages in order, committing each message's offset once its effect is done.
+    /// Applies messages in order, committing each batch's offsets once its effects are done.
     private func consume(_ consumer: KafkaConsumer) async throws {
-        for try await message in consumer.messages {
-            guard await process(message) else { return }
+        for try await batch in consumer.batches(limit: batchLimit) {
+            guard await process(batch) else { return }
             guard case .group = start else { continue }
+            var offsets: [KafkaTopicPartition: Int64] = [:]
+            for message in batch {
+                offsets[KafkaTopicPartition(topic: message.topic, partition: message.partition)] = message.offset
+            }
             do {
                 // Effects are idempotent (the inbox, or fan-out that tolerates a repeat): a commit lost in flight
                 // only means a redelivery, so the broker's answer is not waited for.
-                try await consumer.commit(message, waitForBroker: false)
+                try await consumer.commit(offsets, waitForBroker: false)
             } catch {
                 logger.warning(
                     "offset commit failed; the message may be delivered again", metadata: ["error": "\(error)"])
@@ -114,21 +125,44 @@ package final class EventConsumer: Service, Sendable {
         }
     }
 
-    /// Applies one message. Returns false only when cancelled before the effect completed.
-    private func process(_ message: KafkaMessage) async -> Bool {
-        let event: DecodedEvent
-        do {
-            event = try EventCatalog.decode(message.value)
-        } catch {
-            await deadLetter(message, error: error)
-            return true
+    /// Applies a batch of messages: all at once when the effect takes batches and that succeeds the first time,
+    /// else one at a time with retries, so one bad event never holds up the rest. Returns false only when
+    /// cancelled before the effects completed.
+    private func process(_ batch: [KafkaMessage]) async -> Bool {
+        var decoded: [(message: KafkaMessage, event: DecodedEvent)] = []
+        for message in batch {
+            do {
+                decoded.append((message, try EventCatalog.decode(message.value)))
+            } catch {
+                await deadLetter(message, error: error)
+            }
         }
+        if decoded.count > 1 {
+            do {
+                try await apply(decoded.map(\.event))
+                processed.increment(by: decoded.count)
+                return true
+            } catch {
+                if Task.isCancelled { return false }
+                logger.notice(
+                    "a batch of events failed; applying them one at a time",
+                    metadata: ["events": "\(decoded.count)", "error": "\(error)"])
+            }
+        }
+        for (message, event) in decoded {
+            guard await process(event, of: message) else { return false }
+        }
+        return true
+    }
+
+    /// Applies one event, retrying with backoff. Returns false only when cancelled before the effect completed.
+    private func process(_ event: DecodedEvent, of message: KafkaMessage) async -> Bool {
         var attempt = 0
         var backoff = Duration.milliseconds(100)
         while true {
             attempt += 1
             do {
-                try await apply(event)
+                try await apply([event])
                 processed.increment()
                 return true
             } catch {
@@ -162,38 +196,51 @@ package final class EventConsumer: Service, Sendable {
         return false
     }
 
-    private func apply(_ event: DecodedEvent) async throws {
+    /// Applies events together (several only for a `transactionalBatch` effect).
+    private func apply(_ events: [DecodedEvent]) async throws {
         switch effect {
         case .direct(let handler):
-            try await handler(event)
+            for event in events { try await handler(event) }
         case .transactional(let database, let handler):
-            _ = try await applyOnce(event, database: database) { connection in
-                try await handler(event, connection)
+            _ = try await applyOnce(events, database: database) {
+                (fresh: [DecodedEvent], connection: PostgresConnection) async throws -> Void? in
+                for event in fresh { try await handler(event, connection) }
                 return nil
             }
         case .transactionalWithFollowUp(let database, let handler):
-            let followUp = try await applyOnce(event, database: database) { connection in
-                try await handler(event, connection)
+            let followUps = try await applyOnce(events, database: database) {
+                (fresh: [DecodedEvent], connection: PostgresConnection) async throws -> [FollowUp] in
+                var followUps: [FollowUp] = []
+                for event in fresh {
+                    if let followUp = try await handler(event, connection) { followUps.append(followUp) }
+                }
+                return followUps
+            }
+            for followUp in followUps ?? [] { await followUp() }
+        case .transactionalBatch(let database, let handler):
+            let followUp = try await applyOnce(events, database: database) { fresh, connection in
+                try await handler(fresh, connection)
             }
             await followUp?()
         }
     }
 
-    /// Runs `body` in a transaction with the inbox claim; skips a duplicate.
-    private func applyOnce(
-        _ event: DecodedEvent, database: Database, _ body: @Sendable (PostgresConnection) async throws -> FollowUp?
-    ) async throws -> FollowUp? {
+    /// Runs `body` with the events not seen before, in a transaction with their inbox claim; skips duplicates.
+    private func applyOnce<Result: Sendable>(
+        _ events: [DecodedEvent], database: Database,
+        _ body: @Sendable ([DecodedEvent], PostgresConnection) async throws -> Result?
+    ) async throws -> Result? {
         try await database.transaction { connection in
-            guard
-                try await Inbox.claim(
-                    eventId: event.header.eventId, eventType: event.header.type, consumer: name, on: connection,
-                    logger: logger
-                )
-            else {
-                logger.debug("duplicate event skipped", metadata: ["event.id": "\(event.header.eventId)"])
-                return nil
+            let claimed = try await Inbox.claim(
+                events.map { ($0.header.eventId, $0.header.type) }, consumer: name, on: connection, logger: logger)
+            // An event repeated within the batch (a republish) is claimed once, so it is applied once.
+            var unapplied = claimed
+            let fresh = events.filter { unapplied.remove($0.header.eventId) != nil }
+            if fresh.count < events.count {
+                logger.debug("duplicate events skipped", metadata: ["events": "\(events.count - fresh.count)"])
             }
-            return try await body(connection)
+            if fresh.isEmpty { return nil }
+            return try await body(fresh, connection)
         }
     }
 
@@ -208,7 +255,8 @@ package final class EventConsumer: Service, Sendable {
         )
         let database: Database
         switch effect {
-        case .transactional(let value, _), .transactionalWithFollowUp(let value, _): database = value
+        case .transactional(let value, _), .transactionalWithFollowUp(let value, _), .transactionalBatch(let value, _):
+            database = value
         case .direct: return
         }
         do {

@@ -29,19 +29,30 @@ package struct Outbox: Sendable {
     package func enqueue<Payload: EventPayload>(
         _ envelope: EventEnvelope<Payload>, key: String? = nil, on connection: PostgresConnection, logger: Logger
     ) async throws {
-        let payload = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
-        try Self.checkSize(of: payload, type: envelope.type)
-        let topic = Payload.topic.rawValue
-        let messageKey = key ?? envelope.aggregateId
-        // One round trip: the row, and the NOTIFY (delivered on commit only, once per transaction however many
+        try await enqueue([(envelope, key)], on: connection, logger: logger)
+    }
+
+    /// Adds envelopes (each with its Kafka message key, or nil for its aggregate id) in one statement, in order.
+    package func enqueue<Payload: EventPayload>(
+        _ envelopes: [(envelope: EventEnvelope<Payload>, key: String?)], on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
+        if envelopes.isEmpty { return }
+        let payloads = try envelopes.map { String(decoding: try ContractCoding.encode($0.envelope), as: UTF8.self) }
+        for (payload, item) in zip(payloads, envelopes) { try Self.checkSize(of: payload, type: item.envelope.type) }
+        let topics = Array(repeating: Payload.topic.rawValue, count: envelopes.count)
+        // One round trip: the rows, and the NOTIFY (delivered on commit only, once per transaction however many
         // rows were written).
         try await connection.queryWhileOpen(
             """
             WITH written AS (
                 INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
-                VALUES (\(envelope.eventId), \(topic), \(messageKey), \(envelope.type), \(payload)) RETURNING id
+                SELECT * FROM unnest(\(envelopes.map(\.envelope.eventId))::uuid[], \(topics)::text[],
+                                     \(envelopes.map { $0.key ?? $0.envelope.aggregateId })::text[],
+                                     \(envelopes.map(\.envelope.type))::text[], \(payloads)::text[])
+                RETURNING id
             )
-            SELECT pg_notify(\(channel), '') FROM written
+            SELECT pg_notify(\(channel), '') FROM written LIMIT 1
             """, logger: logger
         )
     }

@@ -126,6 +126,20 @@ package struct ServicePlatform: Sendable {
         )
     }
 
+    /// Adds a consumer like ``addConsumerWithFollowUp(name:topics:handler:)`` whose handler takes up to `limit`
+    /// events at once (those already fetched, none waited for) in one transaction: for high-volume topics.
+    package mutating func addBatchConsumer(
+        name: String, topics: [Topic], limit: Int,
+        handler: @escaping @Sendable ([DecodedEvent], PostgresConnection) async throws -> EventConsumer.FollowUp?
+    ) {
+        addConsumer(
+            EventConsumer(
+                name: name, topics: topics, configuration: consumerConfiguration(name: name), batchLimit: limit,
+                effect: .transactionalBatch(database, handler), logger: logger
+            )
+        )
+    }
+
     /// Adds a consumer that every instance runs for itself, applying events without the inbox: for fan-out to
     /// sockets. It reads from `replay` before the instance started (no group to join, so nothing published while
     /// it starts is missed), and applies again what was published while the service was down for up to `replay`:

@@ -22,16 +22,22 @@ package struct DeliveryWorkflow: Sendable {
         self.logger = logger
     }
 
-    /// Records the request and a delivery per device of the user; returns the deliveries to attempt. A
+    /// Records the requests and a delivery per device of each user; returns the deliveries to attempt. A
     /// notification id seen before is skipped; a user without devices is logged as such (PushFailed no_devices).
-    package func accept(_ request: PushRequested, on connection: PostgresConnection) async throws -> [Int64] {
-        guard try await store.insert(request, on: connection) else {
+    package func accept(_ requests: [PushRequested], on connection: PostgresConnection) async throws -> [Int64] {
+        let fresh = try await store.insert(requests, on: connection)
+        for request in requests where !fresh.contains(request.notificationId) {
             logger.info("duplicate notification skipped", metadata: ["notification.id": "\(request.notificationId)"])
-            return []
         }
+        if fresh.isEmpty { return [] }
         let now = self.now()
-        let ids = try await store.addDeliveries(of: request, now: now, on: connection)
-        if ids.isEmpty {
+        let deliveries = try await store.addDeliveries(of: Array(fresh), now: now, on: connection)
+        let delivered = Set(deliveries.map(\.notificationId))
+        var failed = Set<String>()
+        for request in requests
+        where fresh.contains(request.notificationId) && !delivered.contains(request.notificationId)
+            && failed.insert(request.notificationId).inserted
+        {
             try await store.setStatus("no_devices", notificationId: request.notificationId, on: connection)
             try await outbox.enqueue(
                 PushFailed(
@@ -44,14 +50,17 @@ package struct DeliveryWorkflow: Sendable {
                 "user has no devices; nothing pushed",
                 metadata: ["notification.id": "\(request.notificationId)", "user.id": "\(request.userId)"])
         }
-        return ids
+        return deliveries.map(\.id)
     }
 
-    /// Leases delivery `id` for an attempt if it is due; nil if it is not.
-    package func lease(_ id: Int64, on connection: PostgresConnection) async throws -> NotificationStore.Attempt? {
+    /// Leases those of deliveries `ids` that are due, each for one attempt; with the time the leases began.
+    package func lease(_ ids: [Int64], on connection: PostgresConnection) async throws
+        -> (attempts: [NotificationStore.Attempt], leasedAt: Date)
+    {
         let now = self.now()
-        return try await store.lease(
-            id, now: now, until: now + DeliveryRules.lease(timeout: settings.timeout), on: connection)
+        let attempts = try await store.lease(
+            ids, now: now, until: now + DeliveryRules.lease(timeout: settings.timeout), on: connection)
+        return (attempts, now)
     }
 
     /// Deliveries due for an attempt now.
@@ -59,17 +68,36 @@ package struct DeliveryWorkflow: Sendable {
         try await store.due(now: now(), limit: limit, on: connection)
     }
 
-    /// Records an attempt's outcome.
-    package func record(_ attempt: NotificationStore.Attempt, outcome: PushOutcome, on connection: PostgresConnection)
+    /// Records attempts' outcomes: those the provider took together (a few statements however many), the others
+    /// one by one.
+    package func record(
+        _ outcomes: [(attempt: NotificationStore.Attempt, outcome: PushOutcome)], on connection: PostgresConnection
+    ) async throws {
+        var sent: [NotificationStore.Attempt] = []
+        var answers: [(deliveryId: Int64, providerStatus: Int, answer: String)] = []
+        for (attempt, outcome) in outcomes {
+            if case .sent(let status, let answer) = outcome {
+                sent.append(attempt)
+                answers.append((attempt.deliveryId, status, answer))
+            } else {
+                try await record(attempt, outcome: outcome, on: connection)
+            }
+        }
+        if sent.isEmpty { return }
+        try await store.finishSent(answers, on: connection)
+        try await announceSent(sent, on: connection)
+    }
+
+    /// Records an attempt's outcome other than sent.
+    private func record(_ attempt: NotificationStore.Attempt, outcome: PushOutcome, on connection: PostgresConnection)
         async throws
     {
         let id = attempt.deliveryId
         try await store.lockNotification(attempt.message.notificationId, on: connection)
         switch (DeliveryRules.decide(outcome, attempt: attempt.attempt, settings: settings), outcome.answer) {
         case (.sent, let answer):
-            try await store.finish(
-                id, status: "sent", providerStatus: answer.status, answer: answer.text, on: connection)
-            try await announceSent(attempt, on: connection)
+            try await store.finishSent([(id, answer.status ?? 0, answer.text)], on: connection)
+            try await announceSent([attempt], on: connection)
         case (.retry(let delay), let answer):
             try await store.reschedule(
                 id, at: now() + delay, providerStatus: answer.status, answer: answer.text, on: connection)
@@ -98,15 +126,19 @@ package struct DeliveryWorkflow: Sendable {
     }
 
     /// The first device that got it makes the notification sent (PushSent, once).
-    private func announceSent(_ attempt: NotificationStore.Attempt, on connection: PostgresConnection) async throws {
-        guard let devices = try await store.markSent(attempt.message.notificationId, on: connection) else { return }
-        try await outbox.enqueue(
-            PushSent(
-                notificationId: attempt.message.notificationId, userId: attempt.userId, kind: attempt.message.kind,
-                correlationId: attempt.correlationId, deviceCount: devices, sentAt: now()
-            ),
-            aggregateId: attempt.userId, on: connection, logger: logger
-        )
+    private func announceSent(_ attempts: [NotificationStore.Attempt], on connection: PostgresConnection) async throws {
+        let devices = try await store.markSent(Array(Set(attempts.map(\.message.notificationId))), on: connection)
+        var announced = Set<String>()
+        let now = self.now()
+        let events = attempts.compactMap { attempt -> (envelope: EventEnvelope<PushSent>, key: String?)? in
+            let id = attempt.message.notificationId
+            guard let count = devices[id], announced.insert(id).inserted else { return nil }
+            let sent = PushSent(
+                notificationId: id, userId: attempt.userId, kind: attempt.message.kind,
+                correlationId: attempt.correlationId, deviceCount: count, sentAt: now)
+            return (EventEnvelope(aggregateId: attempt.userId, payload: sent), nil)
+        }
+        try await outbox.enqueue(events, on: connection, logger: logger)
     }
 
     /// When no delivery of the notification is left under way and none was sent: failed (PushFailed, once). The

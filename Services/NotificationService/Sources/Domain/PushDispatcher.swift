@@ -1,11 +1,13 @@
 import Foundation
 import Logging
+import PostgresNIO
 import ServiceKit
 import Synchronization
 
 /// Attempts deliveries with at most `concurrency` provider calls at once (on a ``BackgroundTasks`` queue the
 /// service group runs), so one slow call never holds up the rest. Deliveries are queued by id, once each; the
-/// attempt leases the row, so two instances never send the same delivery at the same time. A delivery that does
+/// attempt leases the row, so two instances never send the same delivery at the same time. Leases and outcomes are
+/// written in groups: one transaction for all the attempts starting (or ending) at that moment. A delivery that does
 /// not fit in the queue stays due in Postgres and is queued again by the next look for due deliveries.
 package final class PushDispatcher: Sendable {
     let workflow: DeliveryWorkflow
@@ -14,6 +16,10 @@ package final class PushDispatcher: Sendable {
     let attempts: BackgroundTasks
     let logger: Logger
     private let queued = Mutex<Set<Int64>>([])
+    /// Leases for the attempts starting, taken together.
+    private let leases: GroupedTransactions<Int64, (NotificationStore.Attempt, leasedAt: Date)?>
+    /// The provider's answers, recorded together.
+    private let outcomes: GroupedTransactions<(NotificationStore.Attempt, PushOutcome), Void>
 
     package init(
         workflow: DeliveryWorkflow, database: Database, providers: [DevicePlatform: any PushProvider],
@@ -24,6 +30,15 @@ package final class PushDispatcher: Sendable {
         self.providers = providers
         self.attempts = attempts
         self.logger = logger
+        self.leases = GroupedTransactions(database: database, limit: 256) { ids, connection in
+            let (attempts, leasedAt) = try await workflow.lease(ids, on: connection)
+            let byId = Dictionary(attempts.map { ($0.deliveryId, $0) }, uniquingKeysWith: { first, _ in first })
+            return ids.map { id in byId[id].map { ($0, leasedAt) } }
+        }
+        self.outcomes = GroupedTransactions(database: database, limit: 256) { outcomes, connection in
+            try await workflow.record(outcomes.map { (attempt: $0.0, outcome: $0.1) }, on: connection)
+            return outcomes.map { _ in () }
+        }
     }
 
     /// Queues deliveries for an attempt (those already queued are not queued twice).
@@ -37,8 +52,7 @@ package final class PushDispatcher: Sendable {
     private func attempt(_ id: Int64) async {
         defer { _ = queued.withLock { $0.remove(id) } }
         do {
-            let leasedAt = workflow.now()
-            guard let attempt = try await database.transaction({ try await workflow.lease(id, on: $0) }) else { return }
+            guard let (attempt, leasedAt) = try await leases.run(id) else { return }
             guard let provider = providers[attempt.platform] else { return }
             let outcome = await provider.send(attempt.message, to: attempt.token)
             try await record(
@@ -50,14 +64,16 @@ package final class PushDispatcher: Sendable {
         }
     }
 
-    /// Records what the provider made of an attempt, trying again while the database is unavailable and the lease
-    /// holds: a record lost to a Postgres restart would have the provider called again once the lease ran out.
+    /// Records what the provider made of an attempt: with the other attempts' outcomes waiting at that moment
+    /// (one transaction), else alone, trying again while the database is unavailable and the lease holds: a record
+    /// lost to a Postgres restart would have the provider called again once the lease ran out.
     private func record(_ attempt: NotificationStore.Attempt, outcome: PushOutcome, before deadline: Date) async throws
     {
+        if (try? await outcomes.run((attempt, outcome))) != nil { return }
         var backoff = Duration.milliseconds(100)
         while true {
             do {
-                try await database.transaction { try await workflow.record(attempt, outcome: outcome, on: $0) }
+                try await database.transaction { try await workflow.record([(attempt, outcome)], on: $0) }
                 return
             } catch  where Database.isUnavailable(error) && workflow.now() + backoff < deadline {
                 logger.notice(
@@ -65,6 +81,72 @@ package final class PushDispatcher: Sendable {
                     metadata: ["delivery.id": "\(attempt.deliveryId)", "error": "\(error)"])
                 try await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, .seconds(2))
+            }
+        }
+    }
+}
+
+/// A group's body answered a different number of inputs than it was given (a bug): the group fails as a whole.
+struct UnansweredInputs: Error {}
+
+/// Runs one transaction for many callers: a call that arrives while a group is being written waits for the next
+/// group, which takes every call waiting by then (up to `limit`). `body` answers each input of a group, in order;
+/// a group that fails fails each of its callers.
+final class GroupedTransactions<Input: Sendable, Output: Sendable>: Sendable {
+    typealias Body = @Sendable ([Input], PostgresConnection) async throws -> [Output]
+
+    private struct Waiting: Sendable {
+        var input: Input
+        var continuation: CheckedContinuation<Output, any Error>
+    }
+
+    private struct State: Sendable {
+        var waiting: [Waiting] = []
+        var writing = false
+    }
+
+    private let database: Database
+    private let limit: Int
+    private let body: Body
+    private let state = Mutex(State())
+
+    init(database: Database, limit: Int, body: @escaping Body) {
+        self.database = database
+        self.limit = limit
+        self.body = body
+    }
+
+    /// Runs `input` with the calls waiting alongside it; throws if their transaction failed.
+    func run(_ input: Input) async throws -> Output {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Output, any Error>) in
+            let leads = state.withLock { state in
+                state.waiting.append(Waiting(input: input, continuation: continuation))
+                defer { state.writing = true }
+                return !state.writing
+            }
+            // The first caller writes until no one waits; the others only wait.
+            if leads { Task { await self.writeWhileWaiting() } }
+        }
+    }
+
+    private func writeWhileWaiting() async {
+        while true {
+            let group = state.withLock { state in
+                let group = Array(state.waiting.prefix(limit))
+                state.waiting.removeFirst(group.count)
+                if group.isEmpty { state.writing = false }
+                return group
+            }
+            if group.isEmpty { return }
+            do {
+                let outputs = try await database.transaction { connection in
+                    let outputs = try await body(group.map(\.input), connection)
+                    guard outputs.count == group.count else { throw UnansweredInputs() }
+                    return outputs
+                }
+                for (waiting, output) in zip(group, outputs) { waiting.continuation.resume(returning: output) }
+            } catch {
+                for waiting in group { waiting.continuation.resume(throwing: error) }
             }
         }
     }

@@ -26,38 +26,45 @@ package struct NotificationStore: Sendable {
         package var message: PushMessage
     }
 
-    /// Stores the request; false if its notification id was seen before.
-    package func insert(_ request: PushRequested, on connection: PostgresConnection) async throws -> Bool {
-        let data = String(decoding: try JSONEncoder().encode(request.data), as: UTF8.self)
-        let inserted = try await connection.queryWhileOpen(
+    /// Stores the requests in one statement; the notification ids not seen before (a repeated id is stored once).
+    package func insert(_ requests: [PushRequested], on connection: PostgresConnection) async throws -> Set<String> {
+        let document = String(decoding: try JSONEncoder().encode(requests), as: UTF8.self)
+        let rows = try await connection.queryWhileOpen(
             """
             INSERT INTO notifications (notification_id, user_id, kind, title, body, data, priority, collapse_key,
                                        ttl_seconds, sound, correlation_id, wakes_app, status)
-            VALUES (\(request.notificationId), \(request.userId), \(request.kind.rawValue), \(request.title),
-                    \(request.body), \(data)::jsonb, \(request.priority), \(request.collapseKey), \(request.ttlSeconds),
-                    \(request.sound), \(request.correlationId), \(request.wakesApp ?? false), 'pending')
+            SELECT r."notificationId", r."userId", r.kind, r.title, r.body, r.data, r.priority, r."collapseKey",
+                   r."ttlSeconds", r.sound, r."correlationId", coalesce(r."wakesApp", false), 'pending'
+            FROM jsonb_to_recordset(\(document)::jsonb) AS r(
+                "notificationId" text, "userId" text, kind text, title text, body text, data jsonb, priority text,
+                "collapseKey" text, "ttlSeconds" integer, sound text, "correlationId" text, "wakesApp" boolean)
             ON CONFLICT (notification_id) DO NOTHING RETURNING notification_id
             """, logger: logger
         )
-        for try await _ in inserted { return true }
-        return false
+        var inserted = Set<String>()
+        for try await id in rows.decode(String.self) { inserted.insert(id) }
+        return inserted
     }
 
-    /// A pending delivery of the notification to each device of its user, due at `now`; their ids.
-    package func addDeliveries(of request: PushRequested, now: Date, on connection: PostgresConnection)
-        async throws -> [Int64]
+    /// A pending delivery of each notification to each device of its user, due at `now`; their ids, with their
+    /// notification's.
+    package func addDeliveries(of notificationIds: [String], now: Date, on connection: PostgresConnection)
+        async throws -> [(id: Int64, notificationId: String)]
     {
         let rows = try await connection.queryWhileOpen(
             """
             INSERT INTO deliveries (notification_id, token, platform, status, next_attempt_at)
-            SELECT \(request.notificationId), token, platform, 'pending', \(now) FROM devices
-            WHERE user_id = \(request.userId)
-            RETURNING id
+            SELECT n.notification_id, d.token, d.platform, 'pending', \(now)
+            FROM notifications n JOIN devices d ON d.user_id = n.user_id
+            WHERE n.notification_id = ANY(\(notificationIds)::text[])
+            RETURNING id, notification_id
             """, logger: logger
         )
-        var ids: [Int64] = []
-        for try await id in rows.decode(Int64.self) { ids.append(id) }
-        return ids
+        var deliveries: [(id: Int64, notificationId: String)] = []
+        for try await (id, notificationId) in rows.decode((Int64, String).self) {
+            deliveries.append((id, notificationId))
+        }
+        return deliveries
     }
 
     /// Sets a notification's status.
@@ -66,23 +73,27 @@ package struct NotificationStore: Sendable {
             "UPDATE notifications SET status = \(status) WHERE notification_id = \(notificationId)", logger: logger)
     }
 
-    /// Leases delivery `id` until `until` if it is due at `now` (or its last lease ran out); nil if it is not.
-    package func lease(_ id: Int64, now: Date, until: Date, on connection: PostgresConnection) async throws -> Attempt?
+    /// Leases those of deliveries `ids` that are due at `now` (or whose last lease ran out) until `until`; their
+    /// attempts, with their notification's message.
+    package func lease(_ ids: [Int64], now: Date, until: Date, on connection: PostgresConnection) async throws
+        -> [Attempt]
     {
         let rows = try await connection.queryWhileOpen(
             """
             WITH leased AS (
                 UPDATE deliveries SET status = 'sending', attempts = attempts + 1, leased_until = \(until),
                        updated_at = now()
-                WHERE id = \(id) AND ((status = 'pending' AND next_attempt_at <= \(now))
-                                      OR (status = 'sending' AND leased_until < \(now)))
+                WHERE id = ANY(\(ids)::bigint[]) AND ((status = 'pending' AND next_attempt_at <= \(now))
+                                                     OR (status = 'sending' AND leased_until < \(now)))
                 RETURNING id, notification_id, token, platform, attempts
             )
             SELECT l.id, l.token, l.platform, l.attempts, n.notification_id, n.user_id, n.kind, n.title, n.body,
                    n.data::text, n.priority, n.collapse_key, n.ttl_seconds, n.sound, n.correlation_id, n.wakes_app
             FROM leased l JOIN notifications n ON n.notification_id = l.notification_id
+            ORDER BY l.id
             """, logger: logger
         )
+        var attempts: [Attempt] = []
         for try await row in rows.decode(
             (
                 Int64, String, DevicePlatform, Int, String, String, String, String, String, String, PushPriority,
@@ -94,11 +105,12 @@ package struct NotificationStore: Sendable {
                 data: pushData(fromJSON: row.9),
                 priority: row.10, collapseKey: row.11, ttlSeconds: row.12, sound: row.13, wakesApp: row.15
             )
-            return Attempt(
-                deliveryId: row.0, token: row.1, platform: row.2, attempt: row.3, userId: row.5, correlationId: row.14,
-                message: message)
+            attempts.append(
+                Attempt(
+                    deliveryId: row.0, token: row.1, platform: row.2, attempt: row.3, userId: row.5,
+                    correlationId: row.14, message: message))
         }
-        return nil
+        return attempts
     }
 
     /// Deliveries due at `now` (new, retries whose time came, leases that ran out).
@@ -149,6 +161,21 @@ package struct NotificationStore: Sendable {
         )
     }
 
+    /// Ends the leases of deliveries the provider took, with its answers.
+    package func finishSent(
+        _ sent: [(deliveryId: Int64, providerStatus: Int, answer: String)], on connection: PostgresConnection
+    ) async throws {
+        try await connection.queryWhileOpen(
+            """
+            UPDATE deliveries d SET status = 'sent', leased_until = NULL, provider_status = u.status,
+                   provider_answer = u.answer, updated_at = now()
+            FROM unnest(\(sent.map(\.deliveryId))::bigint[], \(sent.map(\.providerStatus))::integer[],
+                        \(sent.map { String($0.answer.prefix(2000)) })::text[]) AS u(id, status, answer)
+            WHERE d.id = u.id
+            """, logger: logger
+        )
+    }
+
     /// Keeps a delivery that failed for good, with why.
     package func addDeadLetter(_ attempt: Attempt, reason: String, on connection: PostgresConnection) async throws {
         try await connection.queryWhileOpen(
@@ -165,16 +192,21 @@ package struct NotificationStore: Sendable {
         try await connection.queryWhileOpen("DELETE FROM devices WHERE token = \(token)", logger: logger)
     }
 
-    /// Marks a pending notification sent; its number of deliveries if it was pending, nil if not.
-    package func markSent(_ notificationId: String, on connection: PostgresConnection) async throws -> Int? {
+    /// Marks the pending ones of these notifications sent; for each, its number of deliveries (the others were
+    /// sent or failed before).
+    package func markSent(_ notificationIds: [String], on connection: PostgresConnection) async throws
+        -> [String: Int]
+    {
         let rows = try await connection.queryWhileOpen(
             """
-            UPDATE notifications SET status = 'sent' WHERE notification_id = \(notificationId) AND status = 'pending'
-            RETURNING (SELECT count(*) FROM deliveries WHERE notification_id = \(notificationId))
+            UPDATE notifications n SET status = 'sent'
+            WHERE notification_id = ANY(\(notificationIds)::text[]) AND status = 'pending'
+            RETURNING notification_id, (SELECT count(*) FROM deliveries d WHERE d.notification_id = n.notification_id)
             """, logger: logger
         )
-        for try await devices in rows.decode(Int.self) { return devices }
-        return nil
+        var devices: [String: Int] = [:]
+        for try await (id, count) in rows.decode((String, Int).self) { devices[id] = count }
+        return devices
     }
 
     /// Marks a pending notification failed if none of its deliveries is under way or sent; whether it did.
