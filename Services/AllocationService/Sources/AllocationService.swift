@@ -80,9 +80,13 @@ package enum AllocationService: ServiceDefinition {
     }
 }
 
-/// Runs the deadline rounds; a round that found the database unreachable makes the next one resume after the
-/// outage (``AllocationWorkflow/resumeAfterOutage(on:)``).
+/// Runs the deadline rounds. A round that found the database unreachable, or waited over ``outageEvidence`` for a
+/// connection (the pool waits while Postgres is down), resumes after the outage
+/// (``AllocationWorkflow/resumeAfterOutage(on:)``).
 final class DeadlineScheduler: Sendable {
+    /// A wait for a connection this long means the database was unreachable, not busy.
+    static let outageEvidence: Duration = .seconds(1)
+
     let database: Database
     let workflow: AllocationWorkflow
     let notifier: RiderNotifier
@@ -95,11 +99,14 @@ final class DeadlineScheduler: Sendable {
     }
 
     func round() async throws {
-        let afterOutage = databaseWasUnreachable.withLock { $0 }
+        let failedBefore = databaseWasUnreachable.withLock { $0 }
+        let asked = workflow.now()
         let notices: [RiderNotice]
         do {
-            notices = try await database.transaction {
-                try await workflow.runDeadlines(afterOutage: afterOutage, on: $0)
+            notices = try await database.transaction { connection in
+                let waited = workflow.now().timeIntervalSince(asked)
+                return try await workflow.runDeadlines(
+                    afterOutage: failedBefore || waited > Self.outageEvidence.timeInterval, on: connection)
             }
         } catch {
             if Database.isUnavailable(error) { databaseWasUnreachable.withLock { $0 = true } }
