@@ -126,6 +126,11 @@ struct LocationLoad: AsyncParsableCommand {
 /// The load generator's clients over the raw Socket.IO protocol on `/tracking`.
 enum LoadSocket {
     /// A customer: tracks the job (until it is live), then times every `location` from its `recordedAt`.
+    /// Whether a `track` answer or `tracking_status` says the job is tracked: live, or stale until a position.
+    static func isTracked(_ text: String) -> Bool {
+        text.contains(#""state":"live""#) || text.contains(#""state":"stale""#)
+    }
+
     static func watch(
         url: String, token: String, jobId: String, latencies: LatencySamples, watching: LoadCounter,
         measuring: LoadCounter, stop: LoadCounter,
@@ -134,7 +139,9 @@ enum LoadSocket {
         do {
             try await SocketIOLoadClient.connect(url: url, namespace: "/tracking", token: token, logger: logger) {
                 messages, outbound in
-                // Track once the job is known; then it is live at once or a `tracking_status` says so.
+                // Track once the job is known; then it is tracked at once or a `tracking_status` says so. Stale counts:
+                // a job with no position for `TRACKING_STALE_AFTER_SECONDS` since its pickup is stale, as the first
+                // jobs are by the time the last of 5,000 are published, and only the positions below make it live.
                 var attempt = 0
                 var live = false
                 while stop.value == 0, !live {
@@ -145,14 +152,14 @@ enum LoadSocket {
                         if text == "2" { try await outbound.write(.text("3")); continue }
                         if text.hasPrefix("43/tracking,\(attempt)[") { answer = text; break }
                     }
-                    if answer.contains(#""state":"live""#) { break }
+                    if isTracked(answer) { break }
                     if answer.contains(#""error""#) {
                         try await Task.sleep(for: .seconds(2))
                         continue
                     }
                     while !live, case .text(let text)? = try await messages.next() {
                         if text == "2" { try await outbound.write(.text("3")) }
-                        live = text.hasPrefix(#"42/tracking,["tracking_status""#) && text.contains(#""state":"live""#)
+                        live = text.hasPrefix(#"42/tracking,["tracking_status""#) && isTracked(text)
                     }
                 }
                 watching.increment()
