@@ -44,6 +44,14 @@ struct AllocationDeadlineTests {
         }
     }
 
+    /// The push provider accepted the offer push of `orderId` to `riderId` (notifications.events).
+    static func offerPushAccepted(orderId: String, riderId: String, at sentAt: Date) throws -> DecodedEvent {
+        try AllocationOperatorTests.event(
+            PushSent(
+                notificationId: "offer-x", userId: riderId, kind: .offer, correlationId: orderId, deviceCount: 1,
+                sentAt: sentAt), orderId: riderId)
+    }
+
     static func offerId(_ notices: [RiderNotice]) -> UUID? {
         for case .offer(_, let view) in notices { return UUID(uuidString: view.offerId) }
         return nil
@@ -76,10 +84,7 @@ struct AllocationDeadlineTests {
             // and the order waits.
             clock.advance(by: .seconds(3))
             #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
-            let accepted = try AllocationOperatorTests.event(
-                PushSent(
-                    notificationId: "offer-x", userId: far.id, kind: .offer, correlationId: orderId, deviceCount: 1,
-                    sentAt: clock.now()), orderId: far.id)
+            let accepted = try Self.offerPushAccepted(orderId: orderId, riderId: far.id, at: clock.now())
             #expect(try await database.transaction { try await workflow.pushOutcome(accepted, on: $0) }.isEmpty)
             clock.advance(by: .milliseconds(9_999))
             #expect(try await database.transaction { try await workflow.runDeadlines(on: $0) }.isEmpty)
@@ -108,10 +113,7 @@ struct AllocationDeadlineTests {
             let far = PersonRef(id: uniqueName("far"), name: "Far")
             let (orderId, nearOffer) = try await AllocationOperatorTests.readyOrder(
                 riders: [near, far], database: database, workflow: workflow, clock: clock)
-            let accepted = try AllocationOperatorTests.event(
-                PushSent(
-                    notificationId: "offer-x", userId: near.id, kind: .offer, correlationId: orderId, deviceCount: 1,
-                    sentAt: clock.now()), orderId: near.id)
+            let accepted = try Self.offerPushAccepted(orderId: orderId, riderId: near.id, at: clock.now())
             _ = try await database.transaction { try await workflow.pushOutcome(accepted, on: $0) }
             let receiptDeadline: PostgresQuery = "SELECT receipt_deadline FROM offers WHERE offer_id = \(nearOffer)"
             let deadline = try #require(try await database.scalar(receiptDeadline, as: Date.self))

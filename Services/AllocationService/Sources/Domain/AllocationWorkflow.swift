@@ -206,7 +206,8 @@ package struct AllocationWorkflow: Sendable {
 
     /// One round of the scheduler: offers past their deadline time out, offers never confirmed received are
     /// recorded unreachable, orders that found nobody try again. Survives restarts: the deadlines are rows.
-    /// `afterOutage`: this instance's previous round found the database unreachable (see ``resumeAfterOutage(on:)``).
+    /// `afterOutage`: this instance's previous round found the database unreachable, or this one waited long for its
+    /// connection (see ``resumeAfterOutage(on:)``). The round is recorded on the deadline clock as it ends.
     package func runDeadlines(limit: Int = 100, afterOutage: Bool = false, on connection: PostgresConnection)
         async throws -> [RiderNotice]
     {
@@ -223,14 +224,13 @@ package struct AllocationWorkflow: Sendable {
     /// The database was unreachable: no round ran, and no rider's app could confirm an offer. Receipt deadlines
     /// that had not passed at the last round before the outage (on any instance) move by the time since, so a
     /// rider is never recorded unreachable for our outage. The deadline clock is locked first, so of the instances
-    /// coming back only the first moves them. Answer deadlines stay: the rider's app counts down to them.
+    /// coming back only the first moves them (the round records itself on the clock before it commits). Answer deadlines stay: the rider's app counts down to them.
     func resumeAfterOutage(on connection: PostgresConnection) async throws {
         let now = self.now()
         guard let lastRound = try await store.lockLastDeadlineRound(on: connection) else { return }
         let outage = now.timeIntervalSince(lastRound)
         guard outage > settings.tick.timeInterval else { return }
         let moved = try await store.postponeReceiptDeadlines(dueAfter: lastRound, bySeconds: outage, on: connection)
-        try await store.recordDeadlineRound(at: now, on: connection)
         logger.notice(
             "deadline rounds resumed after the database was unreachable; receipt deadlines moved by the outage",
             metadata: ["outage.seconds": "\(outage)", "offers.moved": "\(moved)"])
