@@ -86,10 +86,37 @@ package enum ISO8601 {
         let milliseconds = Int(totalMilliseconds - Int64(seconds) * 1000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        return String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
-            Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), milliseconds
-        )
+        let year = Int(parts.tm_year) + 1900
+        guard (0...9999).contains(year) else {
+            return String(
+                format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", year, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
+                Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), milliseconds
+            )
+        }
+        // Written digit by digit: `String(format:)` cost about 4% of the location service's CPU at 5,000 positions a
+        // second (issue 21).
+        return String(unsafeUninitializedCapacity: 24) { text in
+            var index = 0
+            func put(_ value: Int, digits: Int, then separator: UInt8) {
+                var divisor = 1
+                for _ in 1..<digits { divisor *= 10 }
+                while divisor > 0 {
+                    text[index] = UInt8(ascii: "0") + UInt8(value / divisor % 10)
+                    index += 1
+                    divisor /= 10
+                }
+                text[index] = separator
+                index += 1
+            }
+            put(year, digits: 4, then: UInt8(ascii: "-"))
+            put(Int(parts.tm_mon) + 1, digits: 2, then: UInt8(ascii: "-"))
+            put(Int(parts.tm_mday), digits: 2, then: UInt8(ascii: "T"))
+            put(Int(parts.tm_hour), digits: 2, then: UInt8(ascii: ":"))
+            put(Int(parts.tm_min), digits: 2, then: UInt8(ascii: ":"))
+            put(Int(parts.tm_sec), digits: 2, then: UInt8(ascii: "."))
+            put(milliseconds, digits: 3, then: UInt8(ascii: "Z"))
+            return index
+        }
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)`; nil for anything else.

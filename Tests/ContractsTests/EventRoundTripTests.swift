@@ -166,6 +166,17 @@ struct EventRoundTripTests {
         #expect(ISO8601.format(date) == "2026-11-21T10:15:00.123Z")
         #expect(ISO8601.format(Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59.500Z")
         #expect(ISO8601.parse(ISO8601.format(date)).map(ISO8601.format) == "2026-11-21T10:15:00.123Z")
+        #expect(ISO8601.format(Date(timeIntervalSince1970: -62_135_596_800)) == "0001-01-01T00:00:00.000Z")
+        #expect(ISO8601.format(Date(timeIntervalSince1970: 253_402_300_800.007)) == "10000-01-01T00:00:00.007Z")
+        // The digit-by-digit formatting agrees with Foundation's across the years.
+        let foundation = ISO8601DateFormatter()
+        foundation.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<1000 {
+            let milliseconds = Int64.random(in: 0..<253_402_300_800_000, using: &generator)
+            let sample = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+            #expect(ISO8601.format(sample) == foundation.string(from: sample))
+        }
     }
 
     @Test("an unknown type, a malformed envelope and a payload of the wrong shape are refused")

@@ -9,7 +9,6 @@ import Testing
 struct ClosePacketPollTests {
     struct Idle: EngineHandler {
         func opened(_ session: EngineSession) {}
-        func serve(_ session: EngineSession) async {}
         func receive(_ message: EngineMessage, from session: EngineSession) async throws(EngineProtocolError) {}
         func closed(_ session: EngineSession, reason: EngineCloseReason) async {}
     }

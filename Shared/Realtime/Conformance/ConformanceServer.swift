@@ -63,12 +63,7 @@ package enum ConformanceServer {
 
     /// Echoes every Engine.IO message back as it came (text as text, binary as binary).
     struct EchoHandler: EngineHandler {
-        func opened(_ session: EngineSession) {}
-
-        func serve(_ session: EngineSession) async {
-            session.claim()
-            await session.waitUntilClosed()
-        }
+        func opened(_ session: EngineSession) { session.claim() }
 
         func receive(_ message: EngineMessage, from session: EngineSession) async throws(EngineProtocolError) {
             switch message {

@@ -34,11 +34,9 @@ package struct EngineConfiguration: Sendable {
 
 /// The layer above Engine.IO: Socket.IO, or an echo for the conformance server.
 package protocol EngineHandler: Sendable {
-    /// A session opened; called before any of its messages is received.
+    /// A session opened; called before any of its messages is received. No task runs for a session while it is idle
+    /// (a task keeps the deepest stack it ever needed until it ends), so work a message starts runs in tasks that end.
     func opened(_ session: EngineSession)
-    /// Runs for the lifetime of a new session; must return once the session has closed (see
-    /// ``EngineSession/onClose(_:)``).
-    func serve(_ session: EngineSession) async
     /// One message from the peer; messages of a session arrive in order, one at a time.
     /// - Throws: ``EngineProtocolError`` to close the session for a protocol violation.
     func receive(_ message: EngineMessage, from session: EngineSession) async throws(EngineProtocolError)
@@ -112,7 +110,6 @@ package final class EngineServer: Service, Sendable {
             on: MultiThreadedEventLoopGroup.singleton.any(), interval: configuration.pingInterval,
             timeout: configuration.pingTimeout, connectTimeout: configuration.connectTimeout
         )
-        await handler.serve(session)
         await session.waitUntilClosed()
         remove(session)
         await handler.closed(session, reason: session.closeReason ?? .serverClose)

@@ -1,16 +1,19 @@
 import Foundation
 import Logging
+import NIOCore
 import Synchronization
 
 /// The Socket.IO side of one Engine.IO session: the sockets it opened per namespace, binary attachments being
 /// collected, and the queue of packets its handlers work through in order. The queue is bounded in bytes
 /// (``SocketIOConfiguration/inboundBacklogLimit``): a peer that sends faster than its packets are handled is
 /// disconnected rather than buffered for.
+///
+/// The queue is worked through by one task at a time, started by the packet that finds it idle and ended when it is
+/// empty: an idle connection holds no task. (A task keeps the stack it once needed, in slabs of about 1 KiB, until it
+/// ends; a task per connection for its lifetime held about 5 KiB, issue 21.)
 final class SocketIOConnection: Sendable {
     let session: EngineSession
     private let server: SocketIOServer
-    private let work: AsyncStream<SocketIOPacketWithAttachments>.Continuation
-    let workQueue: AsyncStream<SocketIOPacketWithAttachments>
 
     private struct State {
         var sockets: [String: SocketIOSocket] = [:]
@@ -20,6 +23,12 @@ final class SocketIOConnection: Sendable {
         var partialCost = 0
         /// What the queued packets (and the partial one) cost, in bytes.
         var inboundBytes = 0
+        /// Packets waiting for their handlers, in order.
+        var queue = CircularBuffer<SocketIOPacketWithAttachments>()
+        /// Whether a task is working through ``queue``.
+        var working = false
+        /// Who waits for the queue's task to end.
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     /// What one message costs while it waits: its bytes plus the bookkeeping around it.
@@ -30,9 +39,6 @@ final class SocketIOConnection: Sendable {
     init(session: EngineSession, server: SocketIOServer) {
         self.session = session
         self.server = server
-        (workQueue, work) = AsyncStream.makeStream(of: SocketIOPacketWithAttachments.self)
-        let work = self.work
-        session.onClose { work.finish() }
     }
 
     /// Sends packets to the client, counting them.
@@ -97,7 +103,58 @@ final class SocketIOConnection: Sendable {
             else { throw EngineProtocolError("ACK for a namespace not joined") }
             socket.receivedAck(id: id, arguments: SocketIOArguments(values, attachments: item.attachments))
         default:
-            work.yield(item)
+            enqueue(item)
+        }
+    }
+
+    /// Queues `item`, starting the task that works through the queue unless one is at it.
+    private func enqueue(_ item: SocketIOPacketWithAttachments) {
+        let start = state.withLock { state -> Bool in
+            state.queue.append(item)
+            guard !state.working else { return false }
+            state.working = true
+            return true
+        }
+        if start { Task { await self.work() } }
+    }
+
+    /// Works through the queue in order until it is empty. Once the session is gone only the disconnect hooks of
+    /// detached sockets still run.
+    private func work() async {
+        while let item = nextItem() {
+            handled(item)
+            if item.detach == nil && session.isClosed { continue }
+            do {
+                try await server.handle(item, on: self)
+            } catch {
+                server.logger.debug("closing connection after a protocol error", metadata: ["error": "\(error)"])
+                session.close(.protocolError)
+            }
+        }
+    }
+
+    /// The next queued item; nil, with the queue's task marked ended and its waiters resumed, when there is none.
+    private func nextItem() -> SocketIOPacketWithAttachments? {
+        let (item, waiters) = state.withLock {
+            state -> (SocketIOPacketWithAttachments?, [CheckedContinuation<Void, Never>]) in
+            if let item = state.queue.popFirst() { return (item, []) }
+            state.working = false
+            defer { state.idleWaiters = [] }
+            return (nil, state.idleWaiters)
+        }
+        for waiter in waiters { waiter.resume() }
+        return item
+    }
+
+    /// Returns once no task works through the queue.
+    private func untilWorkIsDone() async {
+        await withCheckedContinuation { continuation in
+            let idle = state.withLock { state -> Bool in
+                guard state.working else { return true }
+                state.idleWaiters.append(continuation)
+                return false
+            }
+            if idle { continuation.resume() }
         }
     }
 
@@ -105,22 +162,6 @@ final class SocketIOConnection: Sendable {
     private func handled(_ item: SocketIOPacketWithAttachments) {
         guard item.cost > 0 else { return }
         state.withLock { $0.inboundBytes = max(0, $0.inboundBytes - item.cost) }
-    }
-
-    /// Works through the queued packets until the session closes.
-    func serve() async {
-        for await item in workQueue {
-            handled(item)
-            // Once the session is gone only the disconnect hooks of detached sockets still run.
-            if item.detach == nil && session.isClosed { continue }
-            do {
-                try await server.handle(item, on: self)
-            } catch {
-                server.logger.debug("closing connection after a protocol error", metadata: ["error": "\(error)"])
-                session.close(.protocolError)
-                return
-            }
-        }
     }
 
     func attach(_ socket: SocketIOSocket) -> Bool {
@@ -134,12 +175,13 @@ final class SocketIOConnection: Sendable {
     /// Removes the socket and tells its namespace (runs the disconnect hooks in the background of the work queue).
     func detach(_ socket: SocketIOSocket, reason: SocketIODisconnectReason) {
         let removed = state.withLock { $0.sockets.removeValue(forKey: socket.namespace.name) != nil }
-        if removed { work.yield(SocketIOPacketWithAttachments(detach: socket, reason: reason)) }
+        if removed { enqueue(SocketIOPacketWithAttachments(detach: socket, reason: reason)) }
     }
 
     /// The session ended: every socket leaves its namespace.
+    /// Runs once the queue's work is done, so the disconnect hooks come after every packet's handler.
     func closed(reason: EngineCloseReason) async {
-        work.finish()
+        await untilWorkIsDone()
         let sockets = state.withLock { state in
             defer { state.sockets.removeAll() }
             return Array(state.sockets.values)

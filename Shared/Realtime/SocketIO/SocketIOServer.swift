@@ -96,11 +96,6 @@ package final class SocketIOServer: EngineHandler, Sendable {
         connections.withLock { $0[session.id] = connection }
     }
 
-    package func serve(_ session: EngineSession) async {
-        guard let connection = connections.withLock({ $0[session.id] }) else { return }
-        await connection.serve()
-    }
-
     package func receive(_ message: EngineMessage, from session: EngineSession) async throws(EngineProtocolError) {
         guard let connection = connections.withLock({ $0[session.id] }) else { return }
         try connection.receive(message)
