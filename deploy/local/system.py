@@ -8,6 +8,7 @@ seeds demo data; the system tests start it with their own ports and kill and res
 import argparse
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -329,6 +330,8 @@ class System:
             "GATEWAY_TLS_CERT": self.tls_certificate, "GATEWAY_TLS_KEY": key,
             "GATEWAY_ACCESS_LOG": self.runtime / "logs" / "gateway-access.log",
             "GATEWAY_RUNTIME": directory, "GATEWAY_CONF": directory / "gateway.conf",
+            "CONSOLE_ROOT": ROOT / "web" / "console", "LEAFLET_ROOT": "/usr/share/javascript/leaflet",
+            "DEV_PARTIES_FILE": directory / "dev-parties.json",
             # As root, nginx's workers would otherwise run as nobody, who cannot write the temp folders here.
             "NGINX_USER": "user root;" if os.geteuid() == 0 else "",
             **GATEWAY_LIMITS,
@@ -388,6 +391,10 @@ def main():
         import gateway_kit
         gateway = gateway_kit.Gateway(system.gateway_url, system.tls_certificate, system.bin)
         cast = gateway_kit.seed_demo(gateway)
+        # The console's party picker signs in as these (local runs only: the dev key signed them).
+        parties = [{"role": party.role, "id": party.id, "name": party.name, "token": party.token}
+                   for party in (cast.customer, cast.vendor, cast.rider, cast.second_rider, cast.technician, cast.admin)]
+        (system.runtime / "gateway" / "dev-parties.json").write_text(json.dumps(parties))
         print(gateway_kit.describe_running_system(system, cast), flush=True)
         while not stopping.is_set():
             for name, process in system.processes.items():
