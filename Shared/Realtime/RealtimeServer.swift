@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import ServiceLifecycle
 
@@ -60,21 +59,9 @@ package final class RealtimeServer: Service, Sendable {
 }
 
 /// Builds the HTTP server of an application that serves Engine.IO servers: HTTP/1.1 with WebSocket upgrades
-/// routed to the server whose path matches.
+/// routed to the server whose path matches, served on the event loop (``EngineHTTPChannel``).
 package enum RealtimeServerBuilder {
     package static func http1WithWebSockets(_ servers: [EngineServer]) -> HTTPServerBuilder {
-        let maxFrameSize = servers.map(\.configuration.maxPayload).max() ?? 1_000_000
-        return .http1WebSocketUpgrade(
-            configuration: .init(
-                http1: .init(),
-                ws: WebSocketServerConfiguration(
-                    maxFrameSize: maxFrameSize, autoPing: .disabled, closeTimeout: .seconds(5))
-            )
-        ) { head, channel, _ in
-            for server in servers {
-                if let result = server.shouldUpgrade(head, channel: channel) { return result }
-            }
-            return .dontUpgrade
-        }
+        HTTPServerBuilder { responder in EngineHTTPChannel(responder: responder, servers: servers) }
     }
 }

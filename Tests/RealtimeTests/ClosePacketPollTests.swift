@@ -9,7 +9,7 @@ import Testing
 struct ClosePacketPollTests {
     struct Idle: EngineHandler {
         func opened(_ session: EngineSession) {}
-        func receive(_ message: EngineMessage, from session: EngineSession) async throws(EngineProtocolError) {}
+        func receive(_ message: EngineMessage, from session: EngineSession) throws(EngineProtocolError) {}
         func closed(_ session: EngineSession, reason: EngineCloseReason) async {}
     }
 

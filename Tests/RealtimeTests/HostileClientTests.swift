@@ -476,7 +476,11 @@ final class RawWebSocket: Sendable {
 
     /// The opcode of the next frame the server sends (its payload skipped), or nil if the connection ended or
     /// nothing came within 5 s.
-    func nextOpcode() -> UInt8? {
+    func nextOpcode() -> UInt8? { nextFrame()?.opcode }
+
+    /// The next frame the server sends (unmasked, as a server sends), or nil if the connection ended or nothing came
+    /// within 5 s.
+    func nextFrame() -> (opcode: UInt8, fin: Bool, payload: [UInt8])? {
         guard let header = read(2) else { return nil }
         var length = Int(header[1] & 0x7F)
         if length == 126, let extended = read(2) {
@@ -484,8 +488,8 @@ final class RawWebSocket: Sendable {
         } else if length == 127, let extended = read(8) {
             length = extended.reduce(0) { $0 << 8 | Int($1) }
         }
-        guard length == 0 || read(length) != nil else { return nil }
-        return header[0] & 0x0F
+        guard let payload = length == 0 ? [] : read(length) else { return nil }
+        return (header[0] & 0x0F, header[0] & 0x80 != 0, payload)
     }
 
     private func read(_ count: Int) -> [UInt8]? {
@@ -500,9 +504,11 @@ final class RawWebSocket: Sendable {
     }
 
     /// Sends one masked text frame.
-    func send(_ text: String) {
-        let payload = Array(text.utf8)
-        var frame: [UInt8] = [0x81]
+    func send(_ text: String) { send(opcode: 0x1, payload: Array(text.utf8)) }
+
+    /// Sends one masked frame, as a client does.
+    func send(opcode: UInt8, fin: Bool = true, payload: [UInt8]) {
+        var frame: [UInt8] = [(fin ? 0x80 : 0) | opcode]
         if payload.count < 126 {
             frame.append(0x80 | UInt8(payload.count))
         } else {

@@ -65,7 +65,7 @@ package enum ConformanceServer {
     struct EchoHandler: EngineHandler {
         func opened(_ session: EngineSession) { session.claim() }
 
-        func receive(_ message: EngineMessage, from session: EngineSession) async throws(EngineProtocolError) {
+        func receive(_ message: EngineMessage, from session: EngineSession) throws(EngineProtocolError) {
             switch message {
             case .text(let text): session.send([EnginePacket(.message, text)])
             case .binary(let bytes): session.send([.binary(bytes)])

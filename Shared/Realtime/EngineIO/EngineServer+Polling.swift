@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOPosix
@@ -113,7 +112,7 @@ extension EngineServer {
             return Self.error(.badRequest, code: 3, "Bad request")
         }
         for packet in packets {
-            guard await handle(packet, from: session) else { break }
+            guard handle(packet, from: session) else { break }
         }
         return Response(
             status: .ok, headers: [.contentType: "text/html", .contentLength: "2"],

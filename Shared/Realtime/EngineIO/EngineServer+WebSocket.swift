@@ -1,15 +1,9 @@
-import Foundation
 import HTTPTypes
-import Hummingbird
-import HummingbirdCore
-import HummingbirdWebSocket
-import Logging
 import NIOCore
-import NIOPosix
-import ServiceLifecycle
-import Synchronization
+import NIOHTTP1
+import NIOWebSocket
 
-/// Engine.IO over WebSocket: the upgrade (direct, or from polling) and the frame pump.
+/// Engine.IO over WebSocket: which upgrades a server takes, and what serves the connection after the upgrade.
 extension EngineServer {
     /// Whether the client behind `peer` (and the proxy headers) holds as many sessions as it may.
     func atSessionLimit(peer: SocketAddress?, headers: HTTPFields) -> Bool {
@@ -26,148 +20,326 @@ extension EngineServer {
         return values
     }
 
-    /// Whether a WebSocket upgrade request on `head` (arriving on `channel`) is for this server and acceptable;
-    /// nil if not its path.
-    package func shouldUpgrade(_ head: HTTPRequest, channel: any Channel) -> ShouldUpgradeResult<
-        WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>
-    >? {
-        guard let target = head.path, Self.pathMatches(target, configuration.path) else { return nil }
+    /// What a WebSocket upgrade request for `target` (with `headers`, arriving on `channel`) gets from this server;
+    /// nil if the path is not its own. A refusal is answered with an empty 400.
+    func webSocketUpgrade(target: String, headers: HTTPFields, channel: any Channel) -> EngineWebSocketUpgrade? {
+        guard Self.pathMatches(target, configuration.path) else { return nil }
         let query = Self.query(of: target.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? "")
-        guard query["EIO"] == "4", query["transport"] == "websocket" else { return .dontUpgrade }
+        guard query["EIO"] == "4", query["transport"] == "websocket" else { return .refuse }
         if let sid = query["sid"] {
-            // An unknown sid is refused: 400 (Hummingbird answers a declined upgrade with an empty 400).
-            guard let session = sessions.withLock({ $0.byId[sid] }) else { return .dontUpgrade }
-            guard !session.isWebSocket, session.upgradeState == .none else {
-                // Another WebSocket for a session already upgraded, or upgrading: accepted and closed at once, as the
-                // reference server does, and the session goes on undisturbed.
-                return .upgrade([:]) { _, outbound, _ in try? await outbound.close(.normalClosure, reason: nil) }
-            }
-            return .upgrade([:]) { inbound, outbound, _ in
-                await self.upgrade(session, channel: channel, inbound: inbound, outbound: outbound)
-            }
+            guard let session = sessions.withLock({ $0.byId[sid] }) else { return .refuse }
+            // Another WebSocket for a session already upgraded, or upgrading: accepted and closed at once, as the
+            // reference server does, and the session goes on undisturbed.
+            guard !session.isWebSocket, session.upgradeState == .none else { return .acceptAndClose(self) }
+            return .upgradeSession(self, session)
         }
-        let headers = head.headerFields
-        // A declined upgrade (a starting instance, or too many sessions) is an empty 400 (Hummingbird's); a WebSocket
-        // request without upgrade headers gets the protocol's error from `respond(to:context:)`.
+        // A starting instance, or a client with too many sessions. (A WebSocket request without upgrade headers gets
+        // the protocol's error from `respond(to:context:)`.)
         if !handler.acceptsSessions || atSessionLimit(peer: channel.remoteAddress, headers: headers) {
-            return .dontUpgrade
+            return .refuse
         }
-        return .upgrade([:]) { inbound, outbound, _ in
-            await self.serveWebSocket(
-                query: query, headers: headers, channel: channel, inbound: inbound, outbound: outbound)
-        }
+        return .openSession(self, query: query, headers: headers)
     }
 
+    /// The role of a connection just upgraded for `upgrade`: a new session on it (or a refusal, when the check in
+    /// `webSocketUpgrade` was raced past), the upgrade of a polling session, or a socket closed at once.
+    func webSocketRole(for upgrade: EngineWebSocketUpgrade, writer: any EngineWebSocketWriter, peer: SocketAddress?)
+        -> EngineWebSocketHandler.Role
+    {
+        switch upgrade {
+        case .refuse, .acceptAndClose:
+            return .closing
+        case .upgradeSession(_, let session):
+            return .upgrading(session, probed: false)
+        case .openSession(_, let query, let headers):
+            guard
+                case .success(let session) = openSession(
+                    query: query, headers: headers, peer: peer, transport: .webSocket(writer))
+            else { return .refused(reason: "Too many sessions from this address") }
+            session.send([openPacket(for: session, upgrades: [])])
+            return .session(session)
+        }
+    }
+}
+
+/// What an Engine.IO server answers to a WebSocket upgrade request.
+enum EngineWebSocketUpgrade: Sendable {
+    /// Not upgraded: an empty 400.
+    case refuse
     /// A session that starts on WebSocket.
-    func serveWebSocket(
-        query: [String: String], headers: HTTPFields, channel: any Channel, inbound: WebSocketInboundStream,
-        outbound: WebSocketOutboundWriter
-    ) async {
-        let opened = openSession(
-            query: query, headers: headers, peer: channel.remoteAddress, transport: .webSocket(channel))
-        guard case .success(let session) = opened else {
-            // Raced past the check in `shouldUpgrade`: the socket closes with a policy violation.
-            try? await outbound.close(.policyViolation, reason: "Too many sessions from this address")
-            return
+    case openSession(EngineServer, query: [String: String], headers: HTTPFields)
+    /// The upgrade of a polling session: `2probe`/`3probe`, then `5`.
+    case upgradeSession(EngineServer, EngineSession)
+    /// Upgraded, then closed at once (a second WebSocket for an upgraded session).
+    case acceptAndClose(EngineServer)
+
+    var server: EngineServer? {
+        switch self {
+        case .refuse: nil
+        case .openSession(let server, _, _), .upgradeSession(let server, _), .acceptAndClose(let server): server
         }
-        session.send([openPacket(for: session, upgrades: [])])
-        await pump(
-            session, inbound: inbound.messages(maxSize: configuration.maxPayload).makeAsyncIterator(),
-            outbound: outbound)
+    }
+}
+
+/// Serves one Engine.IO WebSocket on its event loop, with no task: frames are read and answered by the channel
+/// pipeline, a session's packets are written when it wakes the handler (``EngineWebSocketWriter``), and messages go
+/// to the Engine.IO server as they complete. (A task per connection kept the deepest stack it had needed for the
+/// connection's life, about 20 KiB with Hummingbird's WebSocket handler; issue 21.)
+///
+/// Its mutable state is touched only on the channel's event loop; `packetsWaiting` and `abort` may be called from
+/// any thread and hop there.
+final class EngineWebSocketHandler: ChannelInboundHandler, EngineWebSocketWriter, @unchecked Sendable {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    /// What the connection is for.
+    enum Role {
+        /// The transport of a session that started on it.
+        case session(EngineSession)
+        /// Upgrading a polling session: waiting for `2probe`, then (probed) for `5`.
+        case upgrading(EngineSession, probed: Bool)
+        /// A session could not be opened: the socket closes with a policy violation.
+        case refused(reason: String)
+        /// Nothing more to do but close.
+        case closing
     }
 
-    /// The upgrade of a polling session: `2probe`/`3probe`, then `5`, within the upgrade timeout.
-    func upgrade(
-        _ session: EngineSession, channel: any Channel, inbound: WebSocketInboundStream,
-        outbound: WebSocketOutboundWriter
-    ) async {
-        var messages = inbound.messages(maxSize: configuration.maxPayload).makeAsyncIterator()
-        let outcome = await withTaskGroup(of: Void.self) { group -> UpgradeOutcome in
-            group.addTask { [configuration] in
-                // An upgrade that stalls is abandoned: closing the socket ends the reads below.
-                guard (try? await Task.sleep(for: configuration.upgradeTimeout)) != nil else { return }
-                try? await outbound.close(.policyViolation, reason: "upgrade timeout")
+    private let server: EngineServer
+    private let channel: any Channel
+    private var role: Role = .closing
+    private var context: ChannelHandlerContext?
+    /// The message being assembled from fragments, and whether it is text.
+    private var fragments: (buffer: ByteBuffer, isText: Bool)?
+    private var closeSent = false
+    private var timer: Scheduled<Void>?
+
+    /// How long the peer has to answer the server's close frame before the socket is closed anyway.
+    static let closeTimeout: TimeAmount = .seconds(5)
+
+    init(server: EngineServer, channel: any Channel) {
+        self.server = server
+        self.channel = channel
+    }
+
+    /// Takes up its role once in the pipeline (on the event loop).
+    func start(_ role: Role) {
+        self.role = role
+        guard context != nil else { return }
+        switch role {
+        case .session: break
+        case .upgrading:
+            // An upgrade that stalls is abandoned.
+            timer = channel.eventLoop.scheduleTask(in: TimeAmount(server.configuration.upgradeTimeout)) { [self] in
+                abandonUpgrade()
+                sendClose(.policyViolation, reason: "upgrade timeout")
             }
-            defer { group.cancelAll() }
-            var began = false
-            do {
-                guard case .text("2probe") = try await messages.next() else { return .abandonedBeforeProbe }
-                // Another WebSocket of the session probed first: it is the one upgrading; leave it be.
-                guard session.beginUpgrade() else { return .abandonedBeforeProbe }
-                began = true
-                try await outbound.write(.text("3probe"))
-                guard case .text("5") = try await messages.next() else { return .abandonedAfterProbe }
-                session.completeUpgrade(channel: channel)
-                return .upgraded
-            } catch {
-                return began ? .abandonedAfterProbe : .abandonedBeforeProbe
-            }
+        case .refused(let reason): sendClose(.policyViolation, reason: reason)
+        case .closing: sendClose(.normalClosure)
         }
-        switch outcome {
-        case .upgraded: break
-        case .abandonedAfterProbe:
-            session.cancelUpgrade()
-            return
-        case .abandonedBeforeProbe:
-            return
-        }
-        await pump(session, inbound: messages, outbound: outbound)
     }
 
-    /// How a WebSocket's attempt to upgrade a polling session ended; only an attempt that began the upgrade (its
-    /// probe answered) may cancel it.
-    private enum UpgradeOutcome {
-        case upgraded
-        case abandonedBeforeProbe
-        case abandonedAfterProbe
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) { ended(.transportClose) }
+
+    // MARK: EngineWebSocketWriter
+
+    func packetsWaiting() {
+        channel.eventLoop.execute { self.writePackets() }
     }
 
-    /// Writes the session's packets (in a child task) and reads the peer's until either side ends the session.
-    func pump(
-        _ session: EngineSession, inbound: WebSocketInboundMessageStream.AsyncIterator,
-        outbound: WebSocketOutboundWriter
-    ) async {
-        var inbound = inbound
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                var written = 0
-                while let batch = await session.nextWebSocketBatch(written: written) {
-                    written = 0
-                    for packet in batch {
-                        do {
-                            if let text = packet.webSocketText {
-                                try await outbound.write(.text(text))
-                            } else if case .binary(let bytes) = packet.payload {
-                                try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
-                            }
-                        } catch {
-                            session.close(.transportError)
+    func abort() { channel.close(promise: nil) }
+
+    /// Writes what the session has queued, until it says idle; ends the socket once the session finished. The
+    /// packets' bytes count against the session's outbound limit until the socket took them.
+    private func writePackets() {
+        guard let context, !closeSent, case .session(let session) = role else { return }
+        while true {
+            switch session.takeWebSocketBatch() {
+            case .packets(let packets):
+                var bytes = 0
+                let written = context.eventLoop.makePromise(of: Void.self)
+                for (index, packet) in packets.enumerated() {
+                    bytes += packet.byteCount
+                    let frame =
+                        switch packet.payload {
+                        case .text:
+                            WebSocketFrame(
+                                fin: true, opcode: .text, data: ByteBuffer(string: packet.webSocketText ?? ""))
+                        case .binary(let payload):
+                            WebSocketFrame(fin: true, opcode: .binary, data: ByteBuffer(bytes: payload))
                         }
-                        written += packet.byteCount
-                    }
+                    context.write(wrapOutboundOut(frame), promise: index == packets.count - 1 ? written : nil)
                 }
-                // The session closed and its last packets are written: end the socket, which ends the reads.
-                try? await outbound.close(.normalClosure, reason: nil)
-            }
-            do {
-                while let message = try await inbound.next() {
-                    let packet: EnginePacket
-                    switch message {
-                    case .text(let text):
-                        guard let decoded = try? EnginePacket.decode(text: text[...], allowBase64: false) else {
-                            session.close(.protocolError)
-                            return
-                        }
-                        packet = decoded
-                    case .binary(let buffer):
-                        packet = .binary(Array(buffer: buffer))
-                    }
-                    guard await handle(packet, from: session) else { return }
+                written.futureResult.whenComplete { [bytes] result in
+                    session.webSocketWrote(bytes)
+                    if case .failure = result { session.close(.transportError) }
                 }
-                session.close(.transportClose)
-            } catch {
-                session.close(.transportError)
+            case .idle:
+                context.flush()
+                return
+            case .finished:
+                context.flush()
+                sendClose(.normalClosure)
+                return
             }
         }
+    }
+
+    // MARK: Reading
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        guard !closeSent else {
+            // The peer's answer to our close frame ends the connection.
+            if frame.opcode == .connectionClose { context.close(promise: nil) }
+            return
+        }
+        guard !frame.rsv1, !frame.rsv2, !frame.rsv3 else { return fail(.protocolError) }
+        switch frame.opcode {
+        case .text, .binary:
+            guard fragments == nil else { return fail(.protocolError) }
+            if frame.fin {
+                received(frame.unmaskedData, isText: frame.opcode == .text)
+            } else {
+                fragments = (frame.unmaskedData, frame.opcode == .text)
+            }
+        case .continuation:
+            guard var partial = fragments else { return fail(.protocolError) }
+            fragments = nil
+            guard partial.buffer.readableBytes + frame.length <= server.configuration.maxPayload else {
+                return fail(.messageTooLarge)
+            }
+            var data = frame.unmaskedData
+            partial.buffer.writeBuffer(&data)
+            if frame.fin {
+                received(partial.buffer, isText: partial.isText)
+            } else {
+                fragments = partial
+            }
+        case .ping:
+            guard frame.fin else { return fail(.protocolError) }
+            let pong = WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)
+            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+        case .pong:
+            break
+        case .connectionClose:
+            // The peer closes: answer with its code, then end the connection.
+            var data = frame.unmaskedData
+            let code = data.readWebSocketErrorCode() ?? .normalClosure
+            ended(.transportClose)
+            sendClose(code)
+            context.close(promise: nil)
+        default:
+            fail(.protocolError)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .inputClosed = event as? ChannelEvent {
+            // The peer half-closed: nothing more will come, so the session's transport is gone.
+            ended(.transportClose)
+            context.close(promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        ended(.transportClose)
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        ended(.transportError)
+        context.close(promise: nil)
+    }
+
+    /// A whole message from the peer.
+    private func received(_ data: ByteBuffer, isText: Bool) {
+        let message: EngineMessage
+        if isText {
+            guard let text = String(validating: data.readableBytesView, as: UTF8.self) else {
+                return fail(.dataInconsistentWithMessage)
+            }
+            message = .text(text)
+        } else {
+            message = .binary(Array(data.readableBytesView))
+        }
+        switch role {
+        case .session(let session):
+            let packet: EnginePacket
+            switch message {
+            case .text(let text):
+                guard let decoded = try? EnginePacket.decode(text: text[...], allowBase64: false) else {
+                    session.close(.protocolError)
+                    return
+                }
+                packet = decoded
+            case .binary(let bytes):
+                packet = .binary(bytes)
+            }
+            // A packet that ends the session leaves the writer to flush what is queued and close the socket.
+            guard !session.isClosed else { return }
+            _ = server.handle(packet, from: session)
+        case .upgrading(let session, probed: false):
+            // Another WebSocket of the session probed first: it is the one upgrading; leave it be.
+            guard message == .text("2probe"), session.beginUpgrade() else {
+                role = .closing
+                return sendClose(.normalClosure)
+            }
+            role = .upgrading(session, probed: true)
+            let answer = WebSocketFrame(fin: true, opcode: .text, data: channel.allocator.buffer(string: "3probe"))
+            context?.writeAndFlush(wrapOutboundOut(answer), promise: nil)
+        case .upgrading(let session, probed: true):
+            guard message == .text("5") else {
+                abandonUpgrade()
+                return sendClose(.normalClosure)
+            }
+            timer?.cancel()
+            timer = nil
+            role = .session(session)
+            session.completeUpgrade(writer: self)
+        case .refused, .closing:
+            break
+        }
+    }
+
+    /// A WebSocket that began an upgrade (its probe answered) and went no further: the session stays on polling.
+    private func abandonUpgrade() {
+        if case .upgrading(let session, probed: true) = role { session.cancelUpgrade() }
+        role = .closing
+    }
+
+    /// The connection is over for the session: it closes (a no-op if it already has), or a begun upgrade is undone.
+    private func ended(_ reason: EngineCloseReason) {
+        switch role {
+        case .session(let session): session.close(reason)
+        case .upgrading: abandonUpgrade()
+        case .refused, .closing: break
+        }
+        role = .closing
+    }
+
+    /// A protocol violation at the WebSocket level: the session ends and the socket closes with `code`.
+    private func fail(_ code: WebSocketErrorCode) {
+        fragments = nil
+        if case .session(let session) = role { session.close(.protocolError) }
+        role = .closing
+        sendClose(code)
+    }
+
+    /// Sends a close frame (once) and closes the socket when the peer answers, or after ``closeTimeout``.
+    private func sendClose(_ code: WebSocketErrorCode, reason: String? = nil) {
+        guard let context, !closeSent else { return }
+        closeSent = true
+        var data = context.channel.allocator.buffer(capacity: 2 + (reason?.utf8.count ?? 0))
+        data.write(webSocketErrorCode: code)
+        if let reason { data.writeString(reason) }
+        context.writeAndFlush(
+            wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)), promise: nil)
+        timer?.cancel()
+        timer = context.eventLoop.scheduleTask(in: Self.closeTimeout) { [channel] in channel.close(promise: nil) }
     }
 }

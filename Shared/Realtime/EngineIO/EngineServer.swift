@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOPosix
@@ -37,9 +36,10 @@ package protocol EngineHandler: Sendable {
     /// A session opened; called before any of its messages is received. No task runs for a session while it is idle
     /// (a task keeps the deepest stack it ever needed until it ends), so work a message starts runs in tasks that end.
     func opened(_ session: EngineSession)
-    /// One message from the peer; messages of a session arrive in order, one at a time.
+    /// One message from the peer; messages of a session arrive in order, one at a time. Called on the connection's
+    /// event loop for WebSocket: it must not block, and queues what takes time (bounded, see Socket.IO's inbound limit).
     /// - Throws: ``EngineProtocolError`` to close the session for a protocol violation.
-    func receive(_ message: EngineMessage, from session: EngineSession) async throws(EngineProtocolError)
+    func receive(_ message: EngineMessage, from session: EngineSession) throws(EngineProtocolError)
     /// The session closed.
     func closed(_ session: EngineSession, reason: EngineCloseReason) async
     /// Whether a handshake may open a session now; while false handshakes are answered 503 (a starting instance).
@@ -70,25 +70,27 @@ package final class EngineServer: Service, Sendable {
     static let owedNoopLimit = 10_000
 
     let sessions = Mutex(Sessions())
-    let started: AsyncStream<EngineSession>
-    let starter: AsyncStream<EngineSession>.Continuation
+    /// Sessions that closed, for `run` to tell the handler in a task of its own; a session holds no task while open.
+    let ended: AsyncStream<EngineSession>
+    let ender: AsyncStream<EngineSession>.Continuation
     let acceptingSessions = Atomic<Bool>(true)
 
     package init(configuration: EngineConfiguration, handler: some EngineHandler, logger: Logger) {
         self.configuration = configuration
         self.handler = handler
         self.logger = logger
-        (started, starter) = AsyncStream.makeStream(of: EngineSession.self)
+        (ended, ender) = AsyncStream.makeStream(of: EngineSession.self)
     }
 
     /// The number of open sessions.
     package var sessionCount: Int { sessions.withLock { $0.byId.count } }
 
+    /// Tells the handler of every session that closes, until shutdown has closed them all.
     package func run() async throws {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
-                for await session in started {
-                    group.addTask { await self.supervise(session) }
+                for await session in ended {
+                    group.addTask { await self.handler.closed(session, reason: session.closeReason ?? .serverClose) }
                 }
             }
         } onGracefulShutdown: {
@@ -99,20 +101,10 @@ package final class EngineServer: Service, Sendable {
     /// Stops accepting sessions and closes every open one.
     package func shutDown() {
         acceptingSessions.store(false, ordering: .releasing)
-        starter.finish()
         for session in sessions.withLock({ Array($0.byId.values) }) {
             session.close(.serverShutdown)
         }
-    }
-
-    func supervise(_ session: EngineSession) async {
-        session.startHeartbeat(
-            on: MultiThreadedEventLoopGroup.singleton.any(), interval: configuration.pingInterval,
-            timeout: configuration.pingTimeout, connectTimeout: configuration.connectTimeout
-        )
-        await session.waitUntilClosed()
-        remove(session)
-        await handler.closed(session, reason: session.closeReason ?? .serverClose)
+        ender.finish()
     }
 
     /// Why a handshake opened no session.
@@ -146,10 +138,19 @@ package final class EngineServer: Service, Sendable {
             return .failure(.tooManySessions)
         }
         handler.opened(session)
-        guard case .enqueued = starter.yield(session) else {
+        session.onClose { [self] in
             remove(session)
+            ender.yield(session)
+        }
+        // A shutdown that began after the first check may have missed this session: it closes now.
+        guard acceptingSessions.load(ordering: .acquiring) else {
+            session.close(.serverShutdown)
             return .failure(.shuttingDown)
         }
+        session.startHeartbeat(
+            on: MultiThreadedEventLoopGroup.singleton.any(), interval: configuration.pingInterval,
+            timeout: configuration.pingTimeout, connectTimeout: configuration.connectTimeout
+        )
         return .success(session)
     }
 
@@ -211,7 +212,7 @@ package final class EngineServer: Service, Sendable {
     // MARK: Incoming packets (both transports)
 
     /// Applies one packet from the peer. Returns false when the session is over.
-    func handle(_ packet: EnginePacket, from session: EngineSession) async -> Bool {
+    func handle(_ packet: EnginePacket, from session: EngineSession) -> Bool {
         switch packet.type {
         case .message:
             let message: EngineMessage =
@@ -220,7 +221,7 @@ package final class EngineServer: Service, Sendable {
                 case .binary(let bytes): .binary(bytes)
                 }
             do {
-                try await handler.receive(message, from: session)
+                try handler.receive(message, from: session)
             } catch {
                 logger.debug(
                     "closing session after a protocol error",

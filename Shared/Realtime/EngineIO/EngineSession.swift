@@ -25,6 +25,24 @@ package enum EngineMessage: Sendable, Equatable {
     case binary([UInt8])
 }
 
+/// The writer of a session on WebSocket: the connection's handler, which takes the packets on its event loop.
+protocol EngineWebSocketWriter: AnyObject, Sendable {
+    /// Packets wait, or the session closed: take them with ``EngineSession/takeWebSocketBatch()`` until it says
+    /// idle or finished. Called from any thread, once until the writer finds the queue empty.
+    func packetsWaiting()
+    /// The session closed for an overflowing backlog: the connection closes at once, without what is queued.
+    func abort()
+}
+
+/// What the WebSocket writer of a session does next (``EngineSession/takeWebSocketBatch()``).
+enum WebSocketBatch {
+    case packets([EnginePacket])
+    /// Nothing waits: rest until woken.
+    case idle
+    /// The session closed and everything was handed out: end the connection.
+    case finished
+}
+
 /// What a polling GET receives.
 enum PollResult: Sendable {
     case packets([EnginePacket])
@@ -51,8 +69,8 @@ package final class EngineSession: Sendable {
 
     enum Transport: Sendable {
         case polling
-        /// The channel is closed at once when the session is closed for an overflowing backlog.
-        case webSocket((any Channel)?)
+        /// Packets go to the WebSocket connection's writer, woken when they wait.
+        case webSocket(any EngineWebSocketWriter)
     }
 
     enum UpgradeState: Sendable {
@@ -74,9 +92,9 @@ package final class EngineSession: Sendable {
         /// Bytes in `queue` plus those the WebSocket writer took and has not written yet.
         var pendingBytes = 0
         var pollWaiter: CheckedContinuation<PollResult, Never>?
-        var writerWaiter: CheckedContinuation<[EnginePacket]?, Never>?
+        /// The WebSocket writer was woken and has not yet found the queue empty: no need to wake it again.
+        var writerWoken = false
         var closeReason: EngineCloseReason?
-        var closeWaiters: [CheckedContinuation<Void, Never>] = []
         /// A ping is out and its pong has not come yet.
         var awaitingPong = false
         /// The next heartbeat step: the next ping, or the deadline of the pong.
@@ -87,6 +105,13 @@ package final class EngineSession: Sendable {
         /// The client closed the session (a close packet) while no poll was waiting: the poll it sent alongside,
         /// arriving just after, is answered with a noop once, as if it had been waiting ("forcefully closes").
         var owedCloseNoop: OwedCloseNoop?
+
+        /// The writer to wake, unless it was woken already.
+        mutating func wakeWriter(_ writer: any EngineWebSocketWriter) -> (any EngineWebSocketWriter)? {
+            guard !writerWoken else { return nil }
+            writerWoken = true
+            return writer
+        }
 
         /// Takes the whole queue (its bytes stay pending when `stillPending`, until the writer reports them written).
         mutating func takeQueue(stillPending: Bool) -> [EnginePacket] {
@@ -159,7 +184,7 @@ package final class EngineSession: Sendable {
         enum Outcome {
             case none
             case poll(CheckedContinuation<PollResult, Never>, [EnginePacket])
-            case writer(CheckedContinuation<[EnginePacket]?, Never>, [EnginePacket])
+            case wake(any EngineWebSocketWriter)
             case overflow
         }
         let outcome = state.withLock { state -> Outcome in
@@ -175,10 +200,8 @@ package final class EngineSession: Sendable {
             state.pendingBytes += bytes
             state.queue.append(contentsOf: packets.map { Outgoing(packet: $0, latestKey: latestKey) })
             switch state.transport {
-            case .webSocket:
-                guard let waiter = state.writerWaiter else { return .none }
-                state.writerWaiter = nil
-                return .writer(waiter, state.takeQueue(stillPending: true))
+            case .webSocket(let writer):
+                return state.wakeWriter(writer).map { .wake($0) } ?? .none
             case .polling:
                 guard state.upgrade != .probing, let waiter = state.pollWaiter else { return .none }
                 state.pollWaiter = nil
@@ -188,26 +211,27 @@ package final class EngineSession: Sendable {
         switch outcome {
         case .none: break
         case .poll(let waiter, let batch): waiter.resume(returning: .packets(batch))
-        case .writer(let waiter, let batch): waiter.resume(returning: batch)
+        case .wake(let writer): writer.packetsWaiting()
         case .overflow:
             RealtimeMetrics.outboundOverflows.increment()
             close(.outboundBacklogFull)
         }
     }
 
-    /// The WebSocket writer's next packets, once there are any, after it wrote `written` bytes; nil once the
-    /// session has closed and everything it queued before closing was handed out.
-    func nextWebSocketBatch(written: Int) async -> [EnginePacket]? {
-        await withCheckedContinuation { continuation in
-            let immediate = state.withLock { state -> [EnginePacket]?? in
-                state.pendingBytes = max(0, state.pendingBytes - written)
-                if !state.queue.isEmpty { return .some(state.takeQueue(stillPending: true)) }
-                if state.closeReason != nil { return .some(nil) }
-                state.writerWaiter = continuation
-                return .none
-            }
-            if let immediate { continuation.resume(returning: immediate) }
+    /// What the WebSocket writer does next: write packets (their bytes stay pending until it reports them written with
+    /// ``webSocketWrote(_:)``), rest until woken again, or end the connection: the session closed and everything it
+    /// queued before closing was handed out.
+    func takeWebSocketBatch() -> WebSocketBatch {
+        state.withLock { state in
+            if !state.queue.isEmpty { return .packets(state.takeQueue(stillPending: true)) }
+            state.writerWoken = false
+            return state.closeReason == nil ? .idle : .finished
         }
+    }
+
+    /// The WebSocket writer wrote (or failed to write) `bytes` of the packets it took.
+    func webSocketWrote(_ bytes: Int) {
+        state.withLock { $0.pendingBytes = max(0, $0.pendingBytes - bytes) }
     }
 
     /// Waits for the packets of a polling GET: what is queued, or the next packets.
@@ -253,14 +277,15 @@ package final class EngineSession: Sendable {
         return true
     }
 
-    /// The client sent `5`: from now on the WebSocket writer on `channel` takes the packets, starting with those
-    /// queued for polling.
-    func completeUpgrade(channel: (any Channel)?) {
-        state.withLock { state in
-            guard state.closeReason == nil else { return }
+    /// The client sent `5`: from now on `writer` takes the packets, starting with those queued for polling.
+    func completeUpgrade(writer: any EngineWebSocketWriter) {
+        let woken = state.withLock { state -> (any EngineWebSocketWriter)? in
+            guard state.closeReason == nil else { return nil }
             state.upgrade = .done
-            state.transport = .webSocket(channel)
+            state.transport = .webSocket(writer)
+            return state.queue.isEmpty ? nil : state.wakeWriter(writer)
         }
+        woken?.packetsWaiting()
     }
 
     /// The probing WebSocket went away before `5`: the session stays on polling.
@@ -275,34 +300,31 @@ package final class EngineSession: Sendable {
     /// dropped and the connection closed at once.
     package func close(_ reason: EngineCloseReason, pollAnswer: EnginePacket = EnginePacket(.close)) {
         struct Effects {
-            var waiters: [CheckedContinuation<Void, Never>] = []
             var poll: CheckedContinuation<PollResult, Never>?
-            var writer: CheckedContinuation<[EnginePacket]?, Never>?
+            var wake: (any EngineWebSocketWriter)?
             var timers: [Scheduled<Void>] = []
             var handlers: [@Sendable () -> Void] = []
-            var abort: (any Channel)?
+            var abort: (any EngineWebSocketWriter)?
         }
         let effects = state.withLock { state -> Effects in
             guard state.closeReason == nil else { return Effects() }
             state.closeReason = reason
             var effects = Effects(
-                waiters: state.closeWaiters, poll: state.pollWaiter, writer: state.writerWaiter,
+                poll: state.pollWaiter,
                 timers: [state.heartbeatTimer, state.connectTimer].compactMap { $0 }, handlers: state.closeHandlers
             )
             if reason == .clientClose, state.pollWaiter == nil, case .polling = state.transport {
                 state.owedCloseNoop = OwedCloseNoop()
             }
-            state.closeWaiters.removeAll()
             state.closeHandlers.removeAll()
             state.pollWaiter = nil
-            state.writerWaiter = nil
             state.heartbeatTimer = nil
             state.connectTimer = nil
             switch state.transport {
-            case .webSocket where reason != .outboundBacklogFull:
-                break  // The writer flushes what is queued, then ends the socket.
-            case .webSocket(let channel):
-                effects.abort = channel
+            case .webSocket(let writer) where reason != .outboundBacklogFull:
+                effects.wake = state.wakeWriter(writer)  // It writes what is queued, then ends the socket.
+            case .webSocket(let writer):
+                effects.abort = writer
                 state.queue.removeAll()
                 state.pendingBytes = 0
             case .polling:
@@ -312,27 +334,14 @@ package final class EngineSession: Sendable {
             return effects
         }
         for timer in effects.timers { timer.cancel() }
-        effects.abort?.close(promise: nil)
+        effects.abort?.abort()
         effects.poll?.resume(returning: .packets([pollAnswer]))
-        effects.writer?.resume(returning: nil)
+        effects.wake?.packetsWaiting()
         for handler in effects.handlers { handler() }
-        for waiter in effects.waiters { waiter.resume() }
     }
 
     /// Why the session closed, once it has.
     package var closeReason: EngineCloseReason? { state.withLock { $0.closeReason } }
-
-    /// Returns when the session has closed.
-    package func waitUntilClosed() async {
-        await withCheckedContinuation { continuation in
-            let done = state.withLock { state -> Bool in
-                guard state.closeReason == nil else { return true }
-                state.closeWaiters.append(continuation)
-                return false
-            }
-            if done { continuation.resume() }
-        }
-    }
 
     /// The heartbeat's event loop and timing, set before each ping goes out (see `sendPing`).
     let pongContext = Mutex<(eventLoop: any EventLoop, interval: Duration, timeout: Duration)?>(nil)

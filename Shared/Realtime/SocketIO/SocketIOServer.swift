@@ -96,7 +96,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
         connections.withLock { $0[session.id] = connection }
     }
 
-    package func receive(_ message: EngineMessage, from session: EngineSession) async throws(EngineProtocolError) {
+    package func receive(_ message: EngineMessage, from session: EngineSession) throws(EngineProtocolError) {
         guard let connection = connections.withLock({ $0[session.id] }) else { return }
         try connection.receive(message)
     }

@@ -1,0 +1,137 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import NIOWebSocket
+
+/// The HTTP/1.1 connection of an application that serves Engine.IO servers: requests go to the router, and a
+/// WebSocket upgrade for a server's path is served by an ``EngineWebSocketHandler`` in the channel pipeline. Once
+/// upgraded, the connection holds no task (Hummingbird's WebSocket channel keeps one, with a task group, for the
+/// connection's life).
+struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
+    enum UpgradeResult: Sendable {
+        /// Upgraded: the pipeline serves the connection from here on.
+        case webSocket
+        case notUpgraded(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
+        /// An upgrade request that was declined: an empty 400.
+        case failedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
+    }
+
+    struct Value: ServerChildChannelValue {
+        let upgradeResult: EventLoopFuture<UpgradeResult>
+        let channel: any Channel
+    }
+
+    let responder: Responder
+    let servers: [EngineServer]
+
+    init(responder: @escaping Responder, servers: [EngineServer]) {
+        self.responder = Self.redirectingLateUpgrades(responder)
+        self.servers = servers
+    }
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture { [servers] in
+            let decision = NIOLoopBoundBox<EngineWebSocketUpgrade?>(nil, eventLoop: channel.eventLoop)
+            let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+            let upgrader = NIOTypedWebSocketServerUpgrader<UpgradeResult>(
+                maxFrameSize: servers.map(\.configuration.maxPayload).max() ?? 1_000_000,
+                shouldUpgrade: { channel, head in
+                    attempted.value = true
+                    let headers = HTTPFields(head.headers)
+                    decision.value =
+                        servers.lazy.compactMap {
+                            $0.webSocketUpgrade(target: head.uri, headers: headers, channel: channel)
+                        }.first
+                    let accepted = decision.value?.server != nil
+                    return channel.eventLoop.makeSucceededFuture(accepted ? HTTPHeaders() : nil)
+                },
+                upgradePipelineHandler: { channel, _ in
+                    channel.eventLoop.makeCompletedFuture {
+                        guard let upgrade = decision.value, let server = upgrade.server else {
+                            throw ChannelError.inappropriateOperationForState
+                        }
+                        let handler = EngineWebSocketHandler(server: server, channel: channel)
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                        handler.start(server.webSocketRole(for: upgrade, writer: handler, peer: channel.remoteAddress))
+                        return .webSocket
+                    }
+                }
+            )
+            let upgrades = NIOTypedHTTPServerUpgradeConfiguration(
+                upgraders: [upgrader],
+                notUpgradingCompletionHandler: { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                        try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(logger: logger))
+                        let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
+                            wrappingChannelSynchronously: channel,
+                            configuration: .init(isOutboundHalfClosureEnabled: true)
+                        )
+                        return attempted.value ? .failedUpgrade(http) : .notUpgraded(http)
+                    }
+                }
+            )
+            var configuration = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrades)
+            configuration.enablePipelining = false  // NIOAsyncChannel serializes the requests.
+            configuration.enableErrorHandling = false  // Hummingbird answers parse errors.
+            configuration.enableResponseHeaderValidation = false  // HTTPTypes validated them.
+            let limits = HTTP1Channel.Configuration().httpDecoder
+            configuration.decoderConfiguration.maxHeaderFieldSize = limits.maxHeaderFieldSize
+            configuration.decoderConfiguration.maxHeaderListSize = limits.maxHeaderListSize
+            configuration.decoderConfiguration.maxHeaderFieldCount = limits.maxHeaderFieldCount
+            let result = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
+                configuration: configuration)
+            return Value(upgradeResult: result, channel: channel)
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        do {
+            switch try await value.upgradeResult.get() {
+            case .webSocket:
+                break  // No task waits on an upgraded connection.
+            case .notUpgraded(let http):
+                await handleHTTP(asyncChannel: http, logger: logger)
+            case .failedUpgrade(let http):
+                try await http.executeThenClose { _, outbound in
+                    let head = HTTPResponse(
+                        status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])
+                    try await outbound.write(contentsOf: [.head(head), .end(nil)])
+                }
+            }
+        } catch {
+            logger.debug("connection ended before it was served", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// NIO upgrades only a connection's first request: a later one asking for WebSocket is redirected to its own URL
+    /// and the connection closed, so the client asks again on a new connection (as Hummingbird does).
+    static func redirectingLateUpgrades(_ responder: @escaping Responder) -> Responder {
+        struct RedirectedUpgrade: Error {}
+        return { request, writer, channel in
+            guard request.headers[.upgrade] == "websocket" else {
+                return try await responder(request, writer, channel)
+            }
+            let target = request.uri.query.map { "\(request.uri.path)?\($0)" } ?? request.uri.path
+            let response = HTTPResponse(
+                status: .temporaryRedirect, headerFields: [.connection: "close", .location: target])
+            try await writer.writeResponse(response)
+            throw RedirectedUpgrade()
+        }
+    }
+}
+
+extension HTTPFields {
+    /// The fields of NIO's HTTP/1 headers (a name that is not a valid field name is left out).
+    init(_ headers: HTTPHeaders) {
+        self.init()
+        for (name, value) in headers {
+            if let name = HTTPField.Name(name) { append(HTTPField(name: name, value: value)) }
+        }
+    }
+}
