@@ -45,6 +45,7 @@ struct RealtimeLoad: AsyncParsableCommand {
         let pool = ConnectionPool()
         let start = ContinuousClock.now
         let baselineRSS = serverPid.flatMap(residentKilobytes)
+        let connectCPU = CPUMeter(serverPid: serverPid)
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             var opened = 0
@@ -68,8 +69,10 @@ struct RealtimeLoad: AsyncParsableCommand {
                 opened += batch
             }
             let connectSeconds = (ContinuousClock.now - start).seconds
+            let connectCost = connectCPU.used()
             try await Task.sleep(for: .seconds(2))
             print("connections: \(pool.count) open (of \(connections)) in \(String(format: "%.1f", connectSeconds)) s")
+            print(connectCost.report(per: Double(max(pool.count, 1)), unit: "a connection"))
             if let pid = serverPid, let baselineRSS, let loadedRSS = residentKilobytes(pid) {
                 let perConnection = Double(loadedRSS - baselineRSS) * 1024 / Double(max(pool.count, 1))
                 print(
@@ -79,14 +82,17 @@ struct RealtimeLoad: AsyncParsableCommand {
 
             for rate in rates {
                 recorder.reset()
+                let rateCPU = CPUMeter(serverPid: serverPid)
                 let sent = try await pool.send(rate: rate, seconds: seconds)
                 try await Task.sleep(for: .seconds(1))
+                let rateCost = rateCPU.used()
                 let summary = recorder.summary()
                 if pool.lostCount > 0 { print("connections closed by the server so far: \(pool.lostCount)") }
                 print(
                     "rate \(rate)/s: sent \(sent), received \(summary.count) (\(String(format: "%.0f", Double(summary.count) / Double(seconds)))/s), "
                         + "p50 \(summary.p50) ms, p95 \(summary.p95) ms, p99 \(summary.p99) ms, max \(summary.max) ms"
                 )
+                print("  " + rateCost.report(per: Double(max(sent, 1)) / 1000, unit: "per 1,000 messages"))
                 if summary.p99Milliseconds > saturationMilliseconds || summary.count < sent * 95 / 100 {
                     print("saturated at \(rate)/s (p99 over \(saturationMilliseconds) ms or messages lost)")
                     break
@@ -96,6 +102,58 @@ struct RealtimeLoad: AsyncParsableCommand {
             group.cancelAll()
         }
     }
+}
+
+/// The CPU time the server and this generator use from its creation on, from /proc.
+struct CPUMeter {
+    let serverPid: Int32?
+    let serverStart: Double?
+    let generatorStart: Double?
+    let wallStart = ContinuousClock.now
+
+    init(serverPid: Int32?) {
+        self.serverPid = serverPid
+        serverStart = serverPid.flatMap { cpuSeconds("/proc/\($0)/stat") }
+        generatorStart = cpuSeconds("/proc/self/stat")
+    }
+
+    /// What each used since.
+    func used() -> CPUCost {
+        let server = serverPid.flatMap { cpuSeconds("/proc/\($0)/stat") }.flatMap { now in serverStart.map { now - $0 }
+        }
+        let generator = cpuSeconds("/proc/self/stat").flatMap { now in generatorStart.map { now - $0 } }
+        return CPUCost(server: server, generator: generator, wall: (ContinuousClock.now - wallStart).seconds)
+    }
+}
+
+/// CPU seconds the server and the generator used over `wall` seconds.
+struct CPUCost {
+    var server: Double?
+    var generator: Double?
+    var wall: Double
+
+    /// E.g. `server CPU 0.31 ms a connection (3.1 s, 110% of a core); generator 95% of a core`.
+    func report(per count: Double, unit: String) -> String {
+        func share(_ seconds: Double) -> String { String(format: "%.0f%% of a core", seconds * 100 / max(wall, 0.001)) }
+        var parts: [String] = []
+        if let server {
+            let each = String(format: "%.3f", server * 1000 / count)
+            parts.append("server CPU \(each) ms \(unit) (\(String(format: "%.2f", server)) s, \(share(server)))")
+        }
+        if let generator { parts.append("generator " + share(generator)) }
+        return parts.joined(separator: "; ")
+    }
+}
+
+/// User plus system CPU seconds of the process whose `stat` file is at `path`.
+func cpuSeconds(_ path: String) -> Double? {
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+        let end = text.lastIndex(of: ")")
+    else { return nil }
+    // Fields after the command name: state is the 3rd field of the file, utime the 14th and stime the 15th.
+    let fields = text[text.index(after: end)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
 /// Resident memory of a process, in KiB, from /proc.

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import Realtime
@@ -94,15 +95,62 @@ struct WebSocketFrameTests {
         }
     }
 
-    @Test("the client's close frame is answered with its code and the connection ends")
-    func clientClose() async throws {
+    @Test(
+        "the client's close frame is answered (1000, or 1002 for a code a peer may not send) and the connection ends",
+        arguments: [
+            (payload: [0x03, 0xE9], answer: 1000),  // 1001 going away
+            (payload: [], answer: 1000),
+            (payload: [0x03, 0xED], answer: 1002),  // 1005 is never sent
+            (payload: [0x03], answer: 1002),
+        ] as [(payload: [UInt8], answer: Int)])
+    func clientClose(payload: [UInt8], answer: Int) async throws {
         try await ConformanceFixture.run(path: "/engine.io", pingTimeout: .seconds(20)) { server in
             let socket = try Self.openSession(server)
             defer { socket.close() }
-            socket.send(opcode: RawWebSocket.closeOpcode, payload: [0x03, 0xE9])  // 1001 going away
-            #expect(Self.closeCode(Self.next(socket)) == 1001)
+            socket.send(opcode: RawWebSocket.closeOpcode, payload: payload)
+            #expect(Self.closeCode(Self.next(socket)) == answer)
             // Nothing more comes, not even the pings of the session (every 300 ms): it ended with its connection.
             #expect(socket.nextFrame() == nil, "the connection ended")
+        }
+    }
+
+    /// A raw WebSocket upgrading polling session `sid`, its probe answered.
+    static func probe(_ server: ConformanceFixture, sid: String) throws -> RawWebSocket {
+        let socket = try RawWebSocket(port: server.port, path: "/engine.io/?EIO=4&transport=websocket&sid=\(sid)")
+        socket.send("2probe")
+        guard let answer = next(socket), answer.payload == Array("3probe".utf8) else {
+            socket.close()
+            throw ProtocolMismatch("no 3probe")
+        }
+        return socket
+    }
+
+    @Test("a '5' that comes after the polling session closed ends the WebSocket at once")
+    func upgradeOfAClosedSession() async throws {
+        try await ConformanceFixture.run(path: "/engine.io", pingTimeout: .seconds(20)) { server in
+            let sid = try await server.openPollingSession()
+            let socket = try Self.probe(server, sid: sid)
+            defer { socket.close() }
+            #expect(try await server.post(server.pollingURL("&sid=\(sid)"), "1").status == 200)
+            socket.send("5")
+            #expect(Self.closeCode(Self.next(socket)) == 1000)
+        }
+    }
+
+    @Test("a WebSocket that breaks the protocol after its probe leaves the session on polling, still served")
+    func failedUpgradeKeepsPolling() async throws {
+        try await ConformanceFixture.run(path: "/engine.io", pingTimeout: .seconds(20)) { server in
+            let sid = try await server.openPollingSession()
+            let socket = try Self.probe(server, sid: sid)
+            defer { socket.close() }
+            socket.send(opcode: Self.text, payload: [0xC3, 0x28])
+            #expect(Self.closeCode(Self.next(socket)) == 1007)
+            // An upgrade left probing would answer every poll with a noop at once, and never with the echo.
+            #expect(try await server.post(server.pollingURL("&sid=\(sid)"), "4hello").status == 200)
+            try await eventually(timeout: .seconds(3), "the echo arrives by polling") {
+                let answer = try await server.get(server.pollingURL("&sid=\(sid)"))
+                return answer.status == 200 && answer.body.split(separator: "\u{1e}").contains("4hello")
+            }
         }
     }
 }

@@ -199,6 +199,7 @@ final class EngineWebSocketHandler: ChannelInboundHandler, EngineWebSocketWriter
         switch frame.opcode {
         case .text, .binary:
             guard fragments == nil else { return fail(.protocolError) }
+            guard frame.length <= server.configuration.maxPayload else { return fail(.messageTooLarge) }
             if frame.fin {
                 received(frame.unmaskedData, isText: frame.opcode == .text)
             } else {
@@ -224,11 +225,9 @@ final class EngineWebSocketHandler: ChannelInboundHandler, EngineWebSocketWriter
         case .pong:
             break
         case .connectionClose:
-            // The peer closes: answer with its code, then end the connection.
-            var data = frame.unmaskedData
-            let code = data.readWebSocketErrorCode() ?? .normalClosure
+            // The peer closes: answer (1000, or 1002 for a code a peer may not send), then end the connection.
             ended(.transportClose)
-            sendClose(code)
+            sendClose(Self.closeAnswer(to: frame.unmaskedData))
             context.close(promise: nil)
         default:
             fail(.protocolError)
@@ -240,6 +239,14 @@ final class EngineWebSocketHandler: ChannelInboundHandler, EngineWebSocketWriter
             // The peer half-closed: nothing more will come, so the session's transport is gone.
             ended(.transportClose)
             context.close(promise: nil)
+        } else if event is ChannelShouldQuiesceEvent {
+            // The HTTP server stops, and waits for this channel to close. A session flushes what it queued first.
+            if case .session(let session) = role {
+                session.close(.serverShutdown)
+            } else {
+                ended(.serverShutdown)
+                sendClose(.goingAway)
+            }
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -301,6 +308,8 @@ final class EngineWebSocketHandler: ChannelInboundHandler, EngineWebSocketWriter
             timer = nil
             role = .session(session)
             session.completeUpgrade(writer: self)
+            // A session that closed during the probe has nothing to take over: this ends the socket at once.
+            writePackets()
         case .refused, .closing:
             break
         }
@@ -325,9 +334,18 @@ final class EngineWebSocketHandler: ChannelInboundHandler, EngineWebSocketWriter
     /// A protocol violation at the WebSocket level: the session ends and the socket closes with `code`.
     private func fail(_ code: WebSocketErrorCode) {
         fragments = nil
-        if case .session(let session) = role { session.close(.protocolError) }
-        role = .closing
+        ended(.protocolError)
         sendClose(code)
+    }
+
+    /// The code that answers a peer's close frame with `payload`: 1000 when it has no code or one a peer may send
+    /// (RFC 6455 7.4), otherwise 1002.
+    static func closeAnswer(to payload: ByteBuffer) -> WebSocketErrorCode {
+        guard payload.readableBytes > 0 else { return .normalClosure }
+        guard payload.readableBytes >= 2, let code = payload.getInteger(at: payload.readerIndex, as: UInt16.self),
+            (1000...1003).contains(code) || (1007...1011).contains(code) || (3000...4999).contains(code)
+        else { return .protocolError }
+        return .normalClosure
     }
 
     /// Sends a close frame (once) and closes the socket when the peer answers, or after ``closeTimeout``.

@@ -98,13 +98,14 @@ package final class EngineServer: Service, Sendable {
         }
     }
 
-    /// Stops accepting sessions and closes every open one.
+    /// Stops accepting sessions and closes every open one; `run` ends once the last of them was handed over.
     package func shutDown() {
         acceptingSessions.store(false, ordering: .releasing)
-        for session in sessions.withLock({ Array($0.byId.values) }) {
-            session.close(.serverShutdown)
+        let open = sessions.withLock { sessions in
+            if sessions.byId.isEmpty { ender.finish() }
+            return Array(sessions.byId.values)
         }
-        ender.finish()
+        for session in open { session.close(.serverShutdown) }
     }
 
     /// Why a handshake opened no session.
@@ -125,28 +126,22 @@ package final class EngineServer: Service, Sendable {
             id: Self.makeSessionId(), query: query, headers: headerValues, clientAddress: address,
             transport: transport, outboundLimit: configuration.outboundBacklogLimit
         )
-        let admitted = sessions.withLock { sessions in
+        let refusal = sessions.withLock { sessions -> Refusal? in
+            // Checked again under the lock: a shutdown either sees this session (and closes it) or refuses it.
+            guard acceptingSessions.load(ordering: .acquiring) else { return .shuttingDown }
             if let address, let limit = configuration.maxSessionsPerAddress {
-                guard sessions.perAddress[address, default: 0] < limit else { return false }
+                guard sessions.perAddress[address, default: 0] < limit else { return .tooManySessions }
                 sessions.perAddress[address, default: 0] += 1
             }
             sessions.byId[session.id] = session
-            return true
+            return nil
         }
-        guard admitted else {
-            RealtimeMetrics.sessionsRefused.increment()
-            return .failure(.tooManySessions)
+        if let refusal {
+            if refusal == .tooManySessions { RealtimeMetrics.sessionsRefused.increment() }
+            return .failure(refusal)
         }
         handler.opened(session)
-        session.onClose { [self] in
-            remove(session)
-            ender.yield(session)
-        }
-        // A shutdown that began after the first check may have missed this session: it closes now.
-        guard acceptingSessions.load(ordering: .acquiring) else {
-            session.close(.serverShutdown)
-            return .failure(.shuttingDown)
-        }
+        session.onClose { [self] in remove(session, handingOver: true) }
         session.startHeartbeat(
             on: MultiThreadedEventLoopGroup.singleton.any(), interval: configuration.pingInterval,
             timeout: configuration.pingTimeout, connectTimeout: configuration.connectTimeout
@@ -154,7 +149,9 @@ package final class EngineServer: Service, Sendable {
         return .success(session)
     }
 
-    func remove(_ session: EngineSession) {
+    /// Forgets a closed session. `handingOver`: its close goes to `run` (to tell the handler), which ends after the
+    /// last session that closes once shutdown began.
+    func remove(_ session: EngineSession, handingOver: Bool = false) {
         let owedNoop = session.owedCloseNoop
         sessions.withLock { sessions in
             if let owedNoop {
@@ -163,11 +160,16 @@ package final class EngineServer: Service, Sendable {
                 if sessions.owedNoops.count >= Self.owedNoopLimit { sessions.owedNoops.removeFirst() }
                 sessions.owedNoops.append((session.id, owedNoop, now + Self.owedNoopWindow))
             }
-            guard sessions.byId.removeValue(forKey: session.id) != nil, let address = session.clientAddress,
+            if sessions.byId.removeValue(forKey: session.id) != nil, let address = session.clientAddress,
                 configuration.maxSessionsPerAddress != nil
-            else { return }
-            sessions.perAddress[address, default: 1] -= 1
-            if sessions.perAddress[address] == 0 { sessions.perAddress.removeValue(forKey: address) }
+            {
+                sessions.perAddress[address, default: 1] -= 1
+                if sessions.perAddress[address] == 0 { sessions.perAddress.removeValue(forKey: address) }
+            }
+            guard handingOver else { return }
+            // Under the lock, so no close is yielded after the stream finished.
+            ender.yield(session)
+            if sessions.byId.isEmpty, !acceptingSessions.load(ordering: .acquiring) { ender.finish() }
         }
     }
 
