@@ -94,6 +94,56 @@ struct KafkaIntegrationTests {
         #expect(Set(messages.map(\.partition)).count == 3, "ten keys should spread over all three partitions")
     }
 
+    @Test("latest per key: 2,000 keys published three times over all arrive, each key's newest value last")
+    func latestPerKeyPublisher() async throws {
+        let topic = try await makeTopic(partitions: 2)
+        let producer = try makeProducer()
+        let publisher = LatestPerKeyPublisher(topic: topic, producer: producer, logger: logger)
+        let since = Date()
+        let running = Task { try await publisher.run() }
+        let keys = 2_000
+        var queued = 0
+        for round in 0..<3 {
+            for key in 0..<keys where publisher.publish(key: "k\(key)", value: Data("\(round)".utf8)) { queued += 1 }
+        }
+        #expect(queued == 3 * keys, "nothing dropped")
+
+        let reader = try await makeReader(topic: topic, since: since)
+        let newestDone = Mutex(Set<String>())
+        let messages = try await consume(reader) { received in
+            guard let last = received.last, let key = last.keyString else { return false }
+            return newestDone.withLock { done in
+                if String(decoding: last.value, as: UTF8.self) == "2" { done.insert(key) }
+                return done.count == keys
+            }
+        }
+        await reader.close()
+        publisher.stop()
+        try await running.value
+        await producer.close()
+
+        var rounds: [String: [Int]] = [:]
+        for message in messages {
+            rounds[message.keyString ?? "", default: []].append(
+                Int(String(decoding: message.value, as: UTF8.self)) ?? -1)
+        }
+        #expect(rounds.count == keys)
+        #expect(rounds.values.allSatisfy { $0 == $0.sorted() && $0.last == 2 }, "a key's older value after its newer")
+        #expect(messages.count <= 3 * keys)
+        #expect(!publisher.publish(key: "k0", value: Data()), "a stopped publisher takes nothing")
+    }
+
+    @Test("latest per key: past its capacity of waiting keys a new key is dropped, a waiting key is replaced")
+    func latestPerKeyCapacity() async throws {
+        let producer = try makeProducer()
+        let publisher = LatestPerKeyPublisher(topic: "unused", capacity: 2, producer: producer, logger: logger)
+        #expect(publisher.publish(key: "a", value: Data("1".utf8)))
+        #expect(publisher.publish(key: "b", value: Data("1".utf8)))
+        #expect(!publisher.publish(key: "c", value: Data("1".utf8)))
+        #expect(publisher.publish(key: "a", value: Data("2".utf8)))
+        await producer.close()
+    }
+
     @Test("a consumer that stops before committing gets the uncommitted messages again after restart")
     func uncommittedMessagesAreRedelivered() async throws {
         let topic = try await makeTopic(partitions: 1)

@@ -30,9 +30,12 @@ package enum LocationService: ServiceDefinition {
             provider: etaProvider(settings), settings: settings, now: platform.now, logger: platform.logger)
         let background = BackgroundTasks(name: "tracking", logger: platform.logger)
         platform.addService(background)
+        let positions = LatestPerKeyPublisher(
+            topic: Topic.couriersPositions.rawValue, producer: platform.producer, logger: platform.logger)
+        platform.addService(positions)
         let hub = TrackingHub(
             settings: settings, database: platform.database, workflow: workflow, namespace: tracking, eta: eta,
-            producer: platform.producer, background: background, now: platform.now, logger: platform.logger
+            positions: positions, background: background, now: platform.now, logger: platform.logger
         )
         tracking.on("track", JobRequest.self) { socket, request in try await hub.watch(socket, jobId: request.jobId) }
         tracking.checkRecoveredRooms { user, _, rooms in await hub.recoveredRooms(user: user, rooms: rooms) }

@@ -18,8 +18,9 @@ package final class TrackingHub: Sendable {
     let namespace: SocketIONamespace
     let book: PositionBook
     let eta: EtaCoordinator
-    let producer: KafkaProducer
-    /// Position publishing and ETA computations, which a position's answer does not wait for.
+    /// Positions for couriers.positions (other instances, allocation): the latest per courier, in batches.
+    let positions: LatestPerKeyPublisher
+    /// ETA computations, which a position's answer does not wait for.
     let background: BackgroundTasks
     let now: Now
     let logger: Logger
@@ -27,7 +28,7 @@ package final class TrackingHub: Sendable {
 
     package init(
         settings: LocationSettings, database: Database, workflow: TrackingWorkflow, namespace: SocketIONamespace,
-        eta: EtaCoordinator, producer: KafkaProducer, background: BackgroundTasks, now: Now, logger: Logger
+        eta: EtaCoordinator, positions: LatestPerKeyPublisher, background: BackgroundTasks, now: Now, logger: Logger
     ) {
         self.settings = settings
         self.database = database
@@ -35,7 +36,7 @@ package final class TrackingHub: Sendable {
         self.namespace = namespace
         self.book = PositionBook(settings: settings)
         self.eta = eta
-        self.producer = producer
+        self.positions = positions
         self.background = background
         self.now = now
         self.logger = logger
@@ -144,16 +145,12 @@ package final class TrackingHub: Sendable {
             accuracyMeters: position.accuracyMeters,
             headingDegrees: position.headingDegrees, speedMps: position.speedMps, recordedAt: position.recordedAt
         )
-        let producer = producer
-        let logger = logger
-        background.submit {
-            do {
-                let value = try ContractCoding.encode(EventEnvelope(aggregateId: courier.userId, payload: update))
-                try await producer.send(topic: Topic.couriersPositions.rawValue, key: courier.userId, value: value)
-            } catch {
-                logger.warning(
-                    "could not publish a position", metadata: ["courier.id": "\(courier.userId)", "error": "\(error)"])
-            }
+        do {
+            let value = try ContractCoding.encode(EventEnvelope(aggregateId: courier.userId, payload: update))
+            positions.publish(key: courier.userId, value: value)
+        } catch {
+            logger.warning(
+                "could not encode a position", metadata: ["courier.id": "\(courier.userId)", "error": "\(error)"])
         }
     }
 
