@@ -37,6 +37,34 @@ struct TrackingLogicTests {
         #expect(tracked.jobs(of: "courier-1").isEmpty)
     }
 
+    @Test("a tracked job moves with its courier and leaves when it stops sharing the location, among 5,000 others")
+    func trackedJobsFollowTheirCourier() {
+        var tracked = TrackedJobs()
+        var others: [TrackingJob] = []
+        for index in 0..<5_000 {
+            var job = Self.job(.delivery)
+            job.jobId = "other-\(index)"
+            job.courierId = "courier-\(index % 2_500)"
+            job.state = .live
+            others.append(job)
+        }
+        tracked.reload(others, readAt: tracked.generation)
+        #expect(tracked.jobs(of: "courier-7").map(\.jobId).sorted() == ["other-2507", "other-7"])
+
+        var job = Self.job(.delivery)
+        job.state = .live
+        tracked.track(job)
+        #expect(tracked.jobs(of: "courier-1").map(\.jobId).sorted() == ["job-1", "other-1", "other-2501"])
+        job.courierId = "courier-new"
+        tracked.track(job)
+        #expect(tracked.jobs(of: "courier-new") == [job])
+        #expect(!tracked.jobs(of: "courier-1").contains { $0.jobId == "job-1" }, "still listed under the old courier")
+        job.state = .ended
+        tracked.track(job)
+        #expect(tracked.jobs(of: "courier-new").isEmpty)
+        #expect(tracked.jobs(of: "courier-1").count == 2)
+    }
+
     @Test("a delivery is live while travelling and stops with the reason it finished")
     func delivery() {
         var job = Self.job(.delivery)

@@ -4,6 +4,9 @@
 /// Pure: no I/O.
 package struct TrackedJobs: Sendable {
     private var byCourier: [String: [TrackingJob]] = [:]
+    /// The courier each tracked job is listed under, so a change touches that courier's list alone (a scan of every
+    /// courier per change held the lock for milliseconds at 5,000 jobs, while every position waited for it).
+    private var courierOfJob: [String: String] = [:]
     /// Counts `track` calls; a reload names the generation its query started at.
     package private(set) var generation = 0
     /// Each job's last change made here, with its generation, until a reload that started after it.
@@ -26,14 +29,18 @@ package struct TrackedJobs: Sendable {
         changes = changes.filter { $0.value.generation > generation }
         var byId = Dictionary(jobs.map { ($0.jobId, $0) }, uniquingKeysWith: { _, later in later })
         for change in changes.values { byId[change.job.jobId] = change.job }
-        byCourier = Dictionary(grouping: byId.values.filter { $0.state.sharesLocation && $0.courierId != nil }) {
-            $0.courierId ?? ""
-        }
+        byCourier = [:]
+        courierOfJob = [:]
+        for job in byId.values { place(job) }
     }
 
     private mutating func place(_ job: TrackingJob) {
-        for courier in byCourier.keys { byCourier[courier]?.removeAll { $0.jobId == job.jobId } }
-        if job.state.sharesLocation, let courierId = job.courierId { byCourier[courierId, default: []].append(job) }
-        byCourier = byCourier.filter { !$0.value.isEmpty }
+        if let previous = courierOfJob.removeValue(forKey: job.jobId) {
+            byCourier[previous]?.removeAll { $0.jobId == job.jobId }
+            if byCourier[previous]?.isEmpty == true { byCourier.removeValue(forKey: previous) }
+        }
+        guard job.state.sharesLocation, let courierId = job.courierId else { return }
+        byCourier[courierId, default: []].append(job)
+        courierOfJob[job.jobId] = courierId
     }
 }
