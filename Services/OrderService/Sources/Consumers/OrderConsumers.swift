@@ -139,9 +139,10 @@ package struct OrderStream: Sendable {
     let sagas: PickupSagas
     let logger: Logger
 
-    /// The rooms of a customer's, a vendor's and the admins' sockets.
+    /// The rooms of a customer's, a vendor's, a technician's and the admins' sockets.
     package static func customerRoom(_ id: String) -> String { "customer:\(id)" }
     package static func vendorRoom(_ id: String) -> String { "vendor:\(id)" }
+    package static func technicianRoom(_ id: String) -> String { "technician:\(id)" }
     package static let adminRoom = "admins"
 
     /// The room a socket of `identity` joins, if any.
@@ -149,6 +150,7 @@ package struct OrderStream: Sendable {
         switch identity.role {
         case .customer: customerRoom(identity.userId)
         case .vendor: vendorRoom(identity.userId)
+        case .technician: technicianRoom(identity.userId)
         case .admin: adminRoom
         default: nil
         }
@@ -162,6 +164,10 @@ package struct OrderStream: Sendable {
         )
         var rooms = [Self.customerRoom(customerId), Self.adminRoom]
         if let vendorId { rooms.append(Self.vendorRoom(vendorId)) }
+        // A technician follows the service requests assigned to them (a request event's person is its technician).
+        if event.payload is ServiceRequestAssigned || event.payload is ServiceRequestStatusChanged, let rider {
+            rooms.append(Self.technicianRoom(rider.id))
+        }
         // Every instance reads orders.events and emits; the realtime log delivers the first.
         await namespace.emit(
             "order_update", try SocketIOArguments(encoding: update), toRooms: rooms,
