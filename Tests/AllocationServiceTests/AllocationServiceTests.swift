@@ -253,6 +253,29 @@ struct AllocationServiceTests {
         #expect(try offline.decode(RiderView.self).status.rawValue == "offline")
     }
 
+    @Test("operators list the riders on duty with their fix; offline riders are left out; only admins may")
+    func ridersOnDuty() async throws {
+        let client = try await AllocationHarness.get().client
+        let (onDuty, offDuty) = (uniqueName("rider"), uniqueName("rider"))
+        let spot = TestSpot().north(0)
+        #expect(
+            try await client.setAvailability(.online(at: spot), token: try await TestAuth.token(onDuty, .rider)).status
+                == 200)
+        let offToken = try await TestAuth.token(offDuty, .rider)
+        #expect(try await client.setAvailability(.online(at: spot), token: offToken).status == 200)
+        #expect(try await client.setAvailability(AvailabilityBody(status: "offline"), token: offToken).status == 200)
+        let admin = try await TestAuth.token(uniqueName("admin"), .admin)
+        let listed = try await client.get("/v1/riders/on-duty?limit=1000", token: admin).decode(OnDutyRiders.self)
+            .riders
+        let rider = try #require(listed.first { $0.riderId == onDuty })
+        #expect(rider.status.rawValue == "online")
+        #expect(abs((rider.location?.lat ?? 0) - spot.lat) < 1e-9)
+        #expect(!listed.contains { $0.riderId == offDuty })
+        #expect(
+            try await client.get("/v1/riders/on-duty", token: try await TestAuth.token(onDuty, .rider)).status == 403)
+        #expect(try await client.get("/v1/riders/on-duty?limit=0", token: admin).errorCode == "VALIDATION_FAILED")
+    }
+
     @Test("positions from couriers.positions move an online rider; older ones are ignored")
     func positionsMoveRiders() async throws {
         let harness = try await AllocationHarness.get()

@@ -91,6 +91,20 @@ package struct RiderView: Codable, Sendable, Equatable, ResponseEncodable {
     package var offlineMessage: String?
 }
 
+/// A rider on duty as operators see them on the live map: where they are and the order they hold, if any.
+package struct OnDutyRider: Codable, Sendable, Equatable {
+    package var riderId: String
+    package var name: String
+    package var status: RiderStatus
+    package var location: RiderLocation?
+    package var currentOrderId: String?
+}
+
+/// The riders on duty, most recently changed first.
+package struct OnDutyRiders: Codable, Sendable, Equatable, ResponseEncodable {
+    package var riders: [OnDutyRider]
+}
+
 /// A position fix from the rider's device.
 package struct RiderLocation: Codable, Sendable, Equatable {
     package var lat: Double

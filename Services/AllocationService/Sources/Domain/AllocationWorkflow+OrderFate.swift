@@ -64,6 +64,11 @@ extension AllocationWorkflow {
         try await store.endAllocation(orderId, status: status, on: connection)
     }
 
+    /// Up to `limit` riders on duty, most recently changed first (the operators' live map).
+    package func ridersOnDuty(limit: Int, on connection: PostgresConnection) async throws -> OnDutyRiders {
+        OnDutyRiders(riders: try await store.ridersOnDuty(limit: limit, on: connection))
+    }
+
     /// Order `orderId`'s allocation.
     package func allocation(_ orderId: String, on connection: PostgresConnection) async throws -> AllocationView {
         guard let allocation = try await store.lockAllocation(orderId, forUpdate: false, on: connection) else {

@@ -219,6 +219,27 @@ struct AllocationStore: Sendable {
         return nil
     }
 
+    /// Up to `limit` riders not Offline, most recently changed first (the operators' live map).
+    func ridersOnDuty(limit: Int, on connection: PostgresConnection) async throws -> [OnDutyRider] {
+        let rows = try await connection.queryWhileOpen(
+            """
+            SELECT rider_id, name, status, lat, lng, accuracy_meters, location_recorded_at, current_order_id
+            FROM riders WHERE status <> 'offline' ORDER BY updated_at DESC LIMIT \(limit)
+            """, logger: logger)
+        var riders: [OnDutyRider] = []
+        for try await (id, name, status, lat, lng, accuracy, recordedAt, orderId)
+            in rows.decode((String, String, RiderStatus, Double?, Double?, Double?, Date?, String?).self)
+        {
+            var location: RiderLocation?
+            if let lat, let lng, let accuracy, let recordedAt {
+                location = RiderLocation(lat: lat, lng: lng, accuracyMeters: accuracy, recordedAt: recordedAt)
+            }
+            riders.append(
+                OnDutyRider(riderId: id, name: name, status: status, location: location, currentOrderId: orderId))
+        }
+        return riders
+    }
+
     /// The rider is online at `location` (one holding an offer stays offered).
     func putOnline(_ rider: PersonRef, at location: RiderLocation, on connection: PostgresConnection) async throws {
         try await connection.queryWhileOpen(

@@ -88,6 +88,12 @@ struct AllocationRoutes: Sendable {
     /// Admins re-assign an order before pickup, or release it back to allocation (CUS-032 8.2). Answered 202:
     /// Order confirms the change on orders.events.
     private func registerOperatorRoutes(on api: RouterGroup<ServiceRequestContext>) {
+        api.get("riders/on-duty") { request, context in
+            _ = try context.requireIdentity(.admin)
+            let limit = try Validate.pageLimit(
+                request.uri.queryParameters.get("limit"), default: 500, maximum: 1000)
+            return try await database.withConnection { try await workflow.ridersOnDuty(limit: limit, on: $0) }
+        }
         api.get("allocations/:orderId") { _, context in
             _ = try context.requireIdentity(.admin)
             let orderId = try Validate.identifier(try context.parameters.require("orderId"), "orderId")
