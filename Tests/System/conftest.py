@@ -27,6 +27,8 @@ PROFILE = system.Profile(
     name=f"system-test-{OFFSET}", postgres_port=15433 + OFFSET, broker_port=19120 + OFFSET,
     gateway_http_port=18080 + OFFSET, gateway_https_port=18443 + OFFSET,
     service_ports=dict(zip(system.SERVICES, range(18081 + OFFSET, 18086 + OFFSET))),
+    # The browser tests run offline: the console's map draws a plain grid.
+    console_tile_url="grid",
     service_environment={
         "LOG_LEVEL": os.environ.get("LOG_LEVEL", "info"),
         "OFFER_TIMEOUT_SECONDS": "6",

@@ -212,7 +212,8 @@ def seed_demo(gateway):
 def describe_running_system(system, cast):
     lines = ["", "The delivery platform is running (Ctrl-C stops everything).", "",
              f"  gateway    {system.gateway_url}   (http://127.0.0.1:{system.profile.gateway_http_port} redirects)",
-             f"  TLS        self-signed: curl --cacert {system.tls_certificate} {system.gateway_url}/health"]
+             f"  TLS        self-signed: curl --cacert {system.tls_certificate} {system.gateway_url}/health",
+             f"  console    {system.gateway_url}/console/   (pick a demo party; one browser window or profile each)"]
     for name in system.profile.all_instances:
         lines.append(f"  {name:<21}http://127.0.0.1:{system.profile.port(name)}  (/health /ready /metrics)")
     lines += [f"  Postgres   postgres://postgres@127.0.0.1:{system.profile.postgres_port}/delivery",

@@ -33,11 +33,20 @@ def main():
     gateway = gateway_kit.Gateway(gateway_url, certificate, system.bin_dir())
     cast = gateway_kit.new_cast(gateway, gateway_kit.DEMO_SPOT)
     print(f"\n== A delivery (the parties are new users, so the demo can run again: {cast.customer.id}, ...)\n")
-    gateway_kit.DeliveryJourney(cast, narrate=narrate, position_interval=0.5).play()
+    delivery = gateway_kit.DeliveryJourney(cast, narrate=narrate, position_interval=0.5)
+    delivery.play()
     print("\n== A technician's visit with travel mode\n")
-    gateway_kit.ServiceVisitJourney(cast, narrate=narrate, position_interval=0.5).play()
+    visit = gateway_kit.ServiceVisitJourney(cast, narrate=narrate, position_interval=0.5)
+    visit.play()
+    console = f"{gateway_url}/console/"
     print(f"\nDone in {time.time() - started:.0f} s. The gateway's access log: "
           f"{system.runtime_dir('run')}/logs/gateway-access.log\n")
+    print(f"See it in the web console: {console}")
+    print(f"  admin       pick Operations, then open order {delivery.order_id}: its event log, pickup saga and chat")
+    print(f"              and the notification log of {cast.customer.id}")
+    print(f"  customer    pick Asha: place an order at the demo vendor and follow it")
+    print(f"  rider       pick Ravi in another window (or browser profile): go Online, take the offer, deliver")
+    print(f"  vendor      pick {cast.vendor.name}: the live dashboard;  technician: pick Kiran\n")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,8 @@ class Profile:
     # Postgres acknowledges a commit only once it is in the WAL, so a crash loses nothing acknowledged (slower; the
     # default off can lose the last commits of a crash).
     durable_commits: bool = False
+    # The console's map tiles (CONSOLE_TILE_URL overrides): a tile URL template, or "grid" for a plain offline grid.
+    console_tile_url: str = "https://tile.openstreetmap.org/{z}/{x}/{y}.png"
 
     def instance_names(self, service):
         return [service] + [f"{service}-{k}" for k in range(2, self.instances + 1)]
@@ -331,11 +333,14 @@ class System:
             "GATEWAY_ACCESS_LOG": self.runtime / "logs" / "gateway-access.log",
             "GATEWAY_RUNTIME": directory, "GATEWAY_CONF": directory / "gateway.conf",
             "CONSOLE_ROOT": ROOT / "web" / "console", "LEAFLET_ROOT": "/usr/share/javascript/leaflet",
-            "DEV_PARTIES_FILE": directory / "dev-parties.json",
+            "DEV_PARTIES_FILE": directory / "dev-parties.json", "CONSOLE_CONFIG_FILE": directory / "console-config.json",
             # As root, nginx's workers would otherwise run as nobody, who cannot write the temp folders here.
             "NGINX_USER": "user root;" if os.geteuid() == 0 else "",
             **GATEWAY_LIMITS,
         }
+        # The console's map tiles: CONSOLE_TILE_URL (OpenStreetMap's by default; "grid" draws a plain grid offline).
+        tiles = os.environ.get("CONSOLE_TILE_URL", self.profile.console_tile_url)
+        (directory / "console-config.json").write_text(json.dumps({"tileUrl": tiles}))
         gateway_conf = GATEWAY_TEMPLATES.joinpath("gateway.conf.template").read_text()
         for name, variable in SERVICES.items():
             # One `server` line per instance, each with the template's parameters.

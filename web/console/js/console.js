@@ -1,8 +1,16 @@
 // The console's shell: signs in as a party (a demo party's dev token in local runs, or a pasted token) and opens
 // that party's screen. The token stays in this tab only (sessionStorage).
+import { adminScreen } from "./admin.js";
+import { Api } from "./api.js";
+import { customerScreen } from "./customer.js";
+import { riderScreen } from "./rider.js";
+import { technicianScreen } from "./technician.js";
+import { vendorScreen } from "./vendor.js";
 
-const roles = ["customer", "vendor", "rider", "technician", "admin"];
+const screens = { customer: customerScreen, vendor: vendorScreen, rider: riderScreen, technician: technicianScreen, admin: adminScreen };
+const roles = Object.keys(screens);
 const byId = (id) => document.getElementById(id);
+let parties = [];
 
 /** The claims of a JWT, unverified: the services verify it; the console only shows who it names. */
 export function claimsOf(token) {
@@ -14,8 +22,9 @@ export function claimsOf(token) {
   return claims;
 }
 
-function signIn(token) {
+async function signIn(token) {
   const claims = claimsOf(token);
+  if (claims.exp && claims.exp * 1000 < Date.now()) throw new Error("this token has expired; ask for a new one");
   sessionStorage.setItem("token", token);
   byId("picker").hidden = true;
   byId("sign-out").hidden = false;
@@ -28,6 +37,12 @@ function signIn(token) {
   screen.append(heading);
   heading.tabIndex = -1;
   heading.focus();
+  const failure = byId("screen-error");
+  try {
+    await screens[claims.role](screen, { api: new Api(token), claims, parties });
+  } catch (error) {
+    failure.textContent = `This screen could not open: ${error.message}`;
+  }
 }
 
 function signOut() {
@@ -35,14 +50,19 @@ function signOut() {
   location.reload();
 }
 
-async function listParties() {
-  const list = byId("parties");
+/** The demo parties `make run` seeded (local runs only; elsewhere the file is absent). */
+async function loadParties() {
   const response = await fetch("dev-parties.json", { cache: "no-store" }).catch(() => null);
-  if (!response?.ok) {
+  parties = response?.ok ? await response.json() : [];
+}
+
+function listParties() {
+  const list = byId("parties");
+  if (parties.length === 0) {
     byId("picker-help").textContent = "Paste an access token issued for this platform.";
     return;
   }
-  for (const party of await response.json()) {
+  for (const party of parties) {
     const item = document.createElement("li");
     const button = document.createElement("button");
     button.type = "button";
@@ -51,7 +71,7 @@ async function listParties() {
     role.className = "role";
     role.textContent = `${party.role} · ${party.id}`;
     button.append(role);
-    button.addEventListener("click", () => signIn(party.token));
+    button.addEventListener("click", () => signIn(party.token).catch((error) => (byId("picker-error").textContent = error.message)));
     item.append(button);
     list.append(item);
   }
@@ -59,20 +79,17 @@ async function listParties() {
 
 byId("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
-  try {
-    signIn(byId("token").value.trim());
-  } catch (error) {
-    byId("picker-error").textContent = error.message;
-  }
+  signIn(byId("token").value.trim()).catch((error) => (byId("picker-error").textContent = error.message));
 });
 byId("sign-out").addEventListener("click", signOut);
 
+await loadParties();
 const kept = sessionStorage.getItem("token");
 if (kept) {
-  try {
-    signIn(kept);
-  } catch {
+  await signIn(kept).catch(() => {
     sessionStorage.removeItem("token");
-  }
+    location.reload();
+  });
+} else {
+  listParties();
 }
-listParties();

@@ -1,0 +1,64 @@
+// Small DOM and formatting helpers every screen uses.
+
+/** Creates an element: `el("button", {type: "button", onclick}, "Accept")`; attributes starting with `on` are
+ * listeners, `hidden`/`disabled` are properties, the rest attributes. */
+export function el(tag, attributes = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith("on")) element.addEventListener(name.slice(2), value);
+    else if (name === "hidden" || name === "disabled") element[name] = value;
+    else element.setAttribute(name, value === true ? "" : value);
+  }
+  element.append(...children.flat().filter((child) => child !== undefined && child !== null && child !== false));
+  return element;
+}
+
+export const byId = (id) => document.getElementById(id);
+
+/** A clock time in the viewer's locale, e.g. "2:45 PM". */
+export function clockTime(date) {
+  return new Date(date).toLocaleTimeString("en-US", { hour: "numeric", minute: "2-digit" });
+}
+
+/** "just now", "1 minute ago", "5 minutes ago", "2 hours ago". */
+export function timeAgo(date, now = Date.now()) {
+  const seconds = Math.max(0, Math.round((now - new Date(date).getTime()) / 1000));
+  if (seconds < 45) return "just now";
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes} minute${minutes === 1 ? "" : "s"} ago`;
+  const hours = Math.round(minutes / 60);
+  return `${hours} hour${hours === 1 ? "" : "s"} ago`;
+}
+
+/** An amount in Indian rupees, e.g. "₹349". */
+export function rupees(amount) {
+  return new Intl.NumberFormat("en-IN", { style: "currency", currency: "INR", maximumFractionDigits: 0 }).format(
+    amount,
+  );
+}
+
+/** Human words for an order's or a service request's status. */
+export const statusWords = {
+  PendingVendorAcceptance: "Waiting for the vendor",
+  Preparing: "Being prepared",
+  ReadyForPickup: "Ready for pickup",
+  InTransit: "On the way",
+  Delivered: "Delivered",
+  Cancelled: "Cancelled",
+  Requested: "Requested",
+  TechnicianAssigned: "Technician assigned",
+  OnTheWay: "Technician on the way",
+  WorkInProgress: "Work in progress",
+  Completed: "Completed",
+};
+
+/** A status line that screen readers announce when it changes. */
+export function liveRegion(id, text = "") {
+  return el("p", { id, class: "status", role: "status", "aria-live": "polite" }, text);
+}
+
+/** Shows an error from the API (or the network) in an alert region. */
+export function showError(region, error) {
+  region.textContent = error.message ?? String(error);
+}

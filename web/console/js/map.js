@@ -1,0 +1,183 @@
+// Maps (Leaflet, from Debian's libjs-leaflet) and the customer's live tracking panel (US-072).
+import * as L from "../vendor/leaflet/leaflet.esm.js";
+import { ack } from "./api.js";
+import { clockTime, el, timeAgo } from "./dom.js";
+
+const OSM_TILES = "https://tile.openstreetmap.org/{z}/{x}/{y}.png";
+let settings = null;
+
+/** The console's settings (config.json next to index.html); absent means OpenStreetMap tiles. */
+async function consoleSettings() {
+  if (!settings) {
+    const response = await fetch("config.json", { cache: "no-store" }).catch(() => null);
+    settings = response?.ok ? await response.json() : {};
+  }
+  return settings;
+}
+
+/** A plain grid with each tile's coordinates: the map's background when no tile server is reachable. */
+const GridLayer = L.GridLayer.extend({
+  createTile(coords) {
+    const tile = document.createElement("canvas");
+    const size = this.getTileSize();
+    tile.width = size.x;
+    tile.height = size.y;
+    const context = tile.getContext("2d");
+    context.fillStyle = "#f3f4f7";
+    context.fillRect(0, 0, size.x, size.y);
+    context.strokeStyle = "#c4c6d0";
+    context.strokeRect(0.5, 0.5, size.x - 1, size.y - 1);
+    context.fillStyle = "#6b6b78";
+    context.font = "11px system-ui, sans-serif";
+    context.fillText(`${coords.z}/${coords.x}/${coords.y}`, 6, 16);
+    return tile;
+  },
+});
+
+/** A Leaflet map in `container`: the configured tile server (`tileUrl`, "grid" for none), falling back to the grid
+ * when tiles fail to load (offline). */
+export async function createMap(container, { label }) {
+  const { tileUrl = OSM_TILES, tileAttribution = "© OpenStreetMap contributors" } = await consoleSettings();
+  container.setAttribute("role", "application");
+  container.setAttribute("aria-label", label);
+  const map = L.map(container, { zoomControl: true, attributionControl: true }).setView([12.9352, 77.6245], 14);
+  const grid = new GridLayer();
+  if (tileUrl === "grid") {
+    grid.addTo(map);
+  } else {
+    const tiles = L.tileLayer(tileUrl, { maxZoom: 19, attribution: tileAttribution }).addTo(map);
+    tiles.once("tileerror", () => {
+      map.removeLayer(tiles);
+      grid.addTo(map);
+    });
+  }
+  return map;
+}
+
+/** A marker drawn as a circle (no image files), with a tooltip naming it. */
+export function dot(map, point, { color, label }) {
+  return L.circleMarker([point.lat, point.lng], {
+    radius: 9,
+    color: "#fff",
+    weight: 3,
+    fillColor: color,
+    fillOpacity: 1,
+  })
+    .bindTooltip(label)
+    .addTo(map);
+}
+
+/** The customer's view of a job (a delivery or a technician's visit): its state's message, the map with the courier
+ * and the destination, the ETA text ("Arriving in 12 minutes (2:45 PM)"), "Last updated 1 minute ago" while stale,
+ * and a screen-reader sentence. Follows `tracking_status`, `location` and `eta` on the `/tracking` socket. */
+export class TrackingPanel {
+  constructor(tracking, jobId, { courierWord }) {
+    this.tracking = tracking;
+    this.jobId = jobId;
+    this.courierWord = courierWord;
+    this.view = null;
+    this.message = el("p", { class: "tracking-message", "data-test": "tracking-message" });
+    this.eta = el("p", { class: "eta", "data-test": "eta" });
+    this.updated = el("p", { class: "muted", "data-test": "last-updated" });
+    this.spoken = el("p", { class: "visually-hidden", role: "status", "aria-live": "polite", "data-test": "spoken" });
+    this.mapBox = el("div", { class: "map", "data-test": "tracking-map", hidden: true });
+    this.element = el("section", { class: "tracking", "aria-label": "Live tracking" }, [
+      this.message,
+      this.mapBox,
+      this.eta,
+      this.updated,
+      this.spoken,
+    ]);
+    this.listeners = {
+      tracking_status: (status) => status.jobId === jobId && this.status(status),
+      location: (position) => position.jobId === jobId && this.move(position),
+      eta: (eta) => eta.jobId === jobId && this.showEta(eta),
+      connect: ({ recovered }) => recovered || this.start(),
+    };
+    for (const [event, listener] of Object.entries(this.listeners)) tracking.on(event, listener);
+    this.ticker = setInterval(() => this.showUpdated(), 15000);
+  }
+
+  /** Asks for the job's view (again after a reconnection that was not recovered). */
+  async start() {
+    try {
+      const view = await ack(this.tracking, "track", { jobId: this.jobId });
+      this.view = view;
+      await this.status(view);
+      if (view.lastLocation) this.move(view.lastLocation);
+      if (view.eta) this.showEta(view.eta);
+    } catch (error) {
+      this.message.textContent = `Tracking is not available: ${error.message}`;
+    }
+  }
+
+  async status({ state, message, lastUpdatedAt, destination }) {
+    this.state = state;
+    this.lastUpdatedAt = lastUpdatedAt ?? this.lastUpdatedAt;
+    // While live or stale the map speaks for itself (stale says "ETA recalculating" where the ETA was).
+    const showMap = state === "live" || state === "stale";
+    this.message.textContent = showMap ? "" : (message ?? "");
+    this.message.hidden = showMap;
+    this.mapBox.hidden = !showMap;
+    // The map is made once, however many states arrive while its settings load.
+    if (showMap) {
+      this.mapReady ??= createMap(this.mapBox, { label: `Map of the ${this.courierWord}'s location` }).then((map) => {
+        this.map = map;
+        const target = destination ?? this.view?.destination;
+        if (target) dot(map, target, { color: "#b3261e", label: target.label ?? "Destination" });
+        if (this.waiting) this.move(this.waiting);
+      });
+      await this.mapReady;
+      this.map.invalidateSize();
+    }
+    if (state === "ended" || state === "waiting_for_travel_mode" || state === "not_started") {
+      this.eta.textContent = "";
+    }
+    if (state === "stale") this.eta.textContent = message ?? "ETA recalculating";
+    this.showUpdated();
+  }
+
+  move(position) {
+    this.lastUpdatedAt = position.recordedAt;
+    // The map is still being made (its settings load): the latest position waits for it.
+    this.waiting = this.map ? null : position;
+    if (!this.map) return;
+    const at = [position.lat, position.lng];
+    if (!this.courier) {
+      this.courier = dot(this.map, position, { color: "#0b57d0", label: this.courierWord });
+      this.courier.getElement()?.setAttribute("data-test", "courier-marker");
+      this.map.setView(at, 15);
+    } else {
+      this.courier.setLatLng(at);
+      if (!this.map.getBounds().contains(at)) this.map.panTo(at);
+    }
+    this.mapBox.dataset.courierLat = position.lat.toFixed(6);
+    this.mapBox.dataset.courierLng = position.lng.toFixed(6);
+    this.showUpdated();
+  }
+
+  showEta(eta) {
+    if (this.state === "stale" || this.state === "ended") return;
+    if (!eta.available) {
+      this.eta.textContent = eta.text ?? "ETA unavailable";
+      return;
+    }
+    this.eta.textContent = eta.arrivalAt ? `${eta.text} (${clockTime(eta.arrivalAt)})` : eta.text;
+    const km = (eta.distanceMeters / 1000).toFixed(1);
+    const minutes = Math.max(1, Math.round(eta.seconds / 60));
+    const who = this.courierWord[0].toUpperCase() + this.courierWord.slice(1);
+    this.spoken.textContent = `${who} is ${km} km away and expected in ${minutes} minute${minutes === 1 ? "" : "s"}.`;
+  }
+
+  showUpdated() {
+    this.updated.textContent =
+      this.state === "stale" && this.lastUpdatedAt ? `Last updated ${timeAgo(this.lastUpdatedAt)}` : "";
+  }
+
+  close() {
+    clearInterval(this.ticker);
+    for (const [event, listener] of Object.entries(this.listeners)) this.tracking.off(event, listener);
+    this.tracking.emit("untrack", { jobId: this.jobId });
+    this.map?.remove();
+  }
+}
