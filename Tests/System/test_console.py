@@ -182,7 +182,9 @@ def test_a_whole_delivery_seen_by_the_customer_and_the_rider(cast, browsers, tmp
          what="the countdown to count down")
     rider.screenshot("offer")
     assert_accessible_controls(rider)
-    rider.find_element(By.CSS_SELECTOR, "[data-test=accept-offer]").click()
+    # The offer takes the focus on its Accept button: the keyboard alone answers it.
+    assert rider.switch_to.active_element.get_attribute("data-test") == "accept-offer"
+    rider.switch_to.active_element.send_keys(Keys.ENTER)
     text_of(rider, "[data-test=task-status]", "Ready at the store")
     text_of(customer, "[data-test=rider]", f"Rider: {cast.rider.name}")
 
@@ -193,17 +195,19 @@ def test_a_whole_delivery_seen_by_the_customer_and_the_rider(cast, browsers, tmp
 
     # The rider rides toward the customer; the customer's marker follows, with the ETA.
     etas = set()
-    for point in gateway_kit.route(cast.vendor_address, cast.delivery_address, 5):
+    for step, point in enumerate(gateway_kit.route(cast.vendor_address, cast.delivery_address, 5)):
         locate(rider, {**point, "accuracyMeters": 6})
         wait(customer, lambda d: d.find_element(By.CSS_SELECTOR, "[data-test=tracking-map]")
              .get_attribute("data-courier-lat") == f"{point['lat']:.6f}", what="the marker to move")
         etas.add(customer.find_element(By.CSS_SELECTOR, "[data-test=eta]").text)
+        if step == 2:
+            find(customer, "[data-test=tracking-map] [data-test=destination-marker]")
+            customer.execute_script("document.querySelector('.tracking').scrollIntoView()")
+            customer.screenshot("tracking")
     text_of(customer, "[data-test=eta]", r"^Arriving in \d+ minutes? \(\d{1,2}:\d{2} [AP]M\)$|ETA recalculating")
     assert any(re.match(r"^Arriving in \d+ minutes? \(\d{1,2}:\d{2} [AP]M\)$", eta) for eta in etas), etas
     assert re.match(r"^Rider is \d+\.\d km away and expected in \d+ minutes?\.$",
                     customer.find_element(By.CSS_SELECTOR, "[data-test=spoken]").get_attribute("textContent"))
-    customer.execute_script("document.querySelector('.tracking').scrollIntoView()")
-    customer.screenshot("tracking")
     assert_accessible_controls(customer)
 
     # Chat both ways: the customer types, the rider answers with a quick reply.

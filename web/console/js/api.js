@@ -21,8 +21,10 @@ export class ApiError extends Error {
 }
 
 export class Api {
-  constructor(token) {
+  /** `onRefused(message)` is told when a socket is sent away for good (an expired token, a refused CONNECT). */
+  constructor(token, onRefused = () => {}) {
     this.token = token;
+    this.onRefused = onRefused;
   }
 
   /** Calls `method path`; resolves with the decoded body, rejects with ApiError (or a TypeError when offline). */
@@ -67,7 +69,13 @@ export class Api {
   /** A Socket.IO connection to one service's namespace, signed in with this token. */
   socket(kind) {
     const { path, namespace } = sockets[kind];
-    return new Socket({ url: location.origin, path, namespace, auth: () => ({ token: this.token }) });
+    const socket = new Socket({ url: location.origin, path, namespace, auth: () => ({ token: this.token }) });
+    // Neither is retried (as socket.io-client does not): the party has to sign in again.
+    socket.on("token_expired", (expired) => this.onRefused(`${expired.message} Sign in again.`));
+    socket.on("connect_error", (refusal) =>
+      this.onRefused(`The ${namespace} connection was refused: ${refusal?.message ?? "no reason given"}.`),
+    );
+    return socket;
   }
 }
 

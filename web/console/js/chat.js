@@ -7,7 +7,13 @@ import { clockTime, el } from "./dom.js";
 
 const SEND_TIMEOUT_MS = 5000;
 /** Errors a resend cannot mend: the message stays failed with the reason. */
-const FINAL_ERRORS = new Set(["EMPTY_MESSAGE", "MESSAGE_TOO_LONG", "INVALID_CHARACTER", "VALIDATION_FAILED", "FORBIDDEN"]);
+const FINAL_ERRORS = new Set([
+  "EMPTY_MESSAGE",
+  "MESSAGE_TOO_LONG",
+  "INVALID_CHARACTER",
+  "VALIDATION_FAILED",
+  "FORBIDDEN",
+]);
 
 /** One message as a list item: the sender's side, the text, the time and (own messages) the delivery mark. */
 function messageItem(message, own) {
@@ -17,7 +23,12 @@ function messageItem(message, own) {
     { class: own ? "own" : message.senderRole === "system" ? "system" : "theirs", "data-test": "message" },
     el("span", { class: "visually-hidden" }, own ? "You: " : `${message.senderName ?? "System"}: `),
     el("span", { class: "text" }, message.text),
-    el("span", { class: "meta" }, el("time", { datetime: message.sentAt ?? "" }, message.sentAt ? clockTime(message.sentAt) : ""), mark),
+    el(
+      "span",
+      { class: "meta" },
+      el("time", { datetime: message.sentAt ?? "" }, message.sentAt ? clockTime(message.sentAt) : ""),
+      mark,
+    ),
   );
   item.mark = mark;
   return item;
@@ -27,13 +38,26 @@ export class ChatPanel {
   /** `me`: the signed-in party ({id}); `api` loads the quick replies. */
   constructor(chat, api, orderId, me) {
     this.chat = chat;
+    this.api = api;
+    this.historyPath = `/v1/orders/${encodeURIComponent(orderId)}/chat/messages?limit=100`;
     this.orderId = orderId;
     this.me = me;
     this.shown = new Set();
     this.outbox = [];
-    this.list = el("ol", { class: "messages", "aria-label": "Messages", "data-test": "messages" });
+    // New messages and changed marks ("Sending failed") are read out.
+    this.list = el("ol", {
+      class: "messages",
+      "aria-label": "Messages",
+      "aria-live": "polite",
+      "data-test": "messages",
+    });
     this.notice = el("p", { class: "muted", role: "status", "data-test": "chat-notice" });
-    this.input = el("input", { id: `chat-input-${orderId}`, maxlength: 500, autocomplete: "off", "data-test": "chat-input" });
+    this.input = el("input", {
+      id: `chat-input-${orderId}`,
+      maxlength: 500,
+      autocomplete: "off",
+      "data-test": "chat-input",
+    });
     this.sendButton = el("button", { type: "submit", "data-test": "chat-send" }, "Send");
     this.replies = el("div", { class: "quick-replies", role: "group", "aria-label": "Quick replies" });
     this.form = el(
@@ -43,7 +67,15 @@ export class ChatPanel {
       this.input,
       this.sendButton,
     );
-    this.element = el("section", { class: "chat", "aria-label": "Chat" }, el("h3", {}, "Chat"), this.notice, this.list, this.replies, this.form);
+    this.element = el(
+      "section",
+      { class: "chat", "aria-label": "Chat" },
+      el("h3", {}, "Chat"),
+      this.notice,
+      this.list,
+      this.replies,
+      this.form,
+    );
     this.setWritable(false);
     this.listeners = {
       message: (message) => message.orderId === orderId && this.show(message),
@@ -55,33 +87,70 @@ export class ChatPanel {
     api.get(`/v1/chat/quick-replies`).then(({ replies }) => {
       for (const reply of replies) {
         this.replies.append(
-          el("button", { type: "button", class: "secondary", disabled: !this.writable, onclick: () => this.send({ quickReplyId: reply.id }, reply.text) }, reply.text),
+          el(
+            "button",
+            {
+              type: "button",
+              class: "secondary",
+              disabled: !this.writable,
+              onclick: () => this.send({ quickReplyId: reply.id }, reply.text),
+            },
+            reply.text,
+          ),
         );
       }
     }, () => {});
   }
 
-  /** Joins the room: its last messages, and whether it is read-only. Fails with CHAT_NOT_AVAILABLE before a rider. */
-  async start() {
+  /** Joins the room, one join at a time: its last messages, and whether it is read-only. */
+  start() {
+    this.starting ??= this.join().finally(() => (this.starting = null));
+    return this.starting;
+  }
+
+  async join() {
+    clearTimeout(this.retry);
+    if (this.disposed) return;
     try {
       const joined = await ack(this.chat, "join", { orderId: this.orderId });
       this.joined = true;
-      this.notice.textContent = joined.rider ? `Chat with ${this.me.role === "rider" ? "your customer" : joined.rider.name}` : "";
-      for (const message of joined.messages) this.show(message);
+      this.attempts = 0;
+      this.notice.textContent = joined.rider
+        ? `Chat with ${this.me.role === "rider" ? "your customer" : joined.rider.name}`
+        : "";
+      // Joining again after a reconnection that was not recovered: the join has the last 20 messages, so what was
+      // said meanwhile beyond those comes from the history (newest first, up to 100).
+      const missed = this.shown.size > 0 && joined.messages.some((message) => !this.seen(message));
+      const messages = missed ? (await this.api.get(this.historyPath)).messages.reverse() : joined.messages;
+      for (const message of messages) this.show(message);
       if (joined.readOnly) this.close("This chat is now closed");
       else this.setWritable(true);
       this.flush();
     } catch (error) {
       // The chat service learns of the rider from orders.events, moments after the order service did: until then
-      // the customer hears CHAT_NOT_AVAILABLE and the new rider FORBIDDEN. Ask again (the rider for a while only).
-      const waiting = error.code === "CHAT_NOT_AVAILABLE" || (error.code === "FORBIDDEN" && (this.forbidden = (this.forbidden ?? 0) + 1) <= 15);
-      if (waiting) {
-        this.notice.textContent = this.me.role === "rider" ? "The chat opens in a moment…" : "The chat opens once a rider is assigned.";
+      // the customer hears CHAT_NOT_AVAILABLE and the new rider FORBIDDEN. Ask again (the rider for a while only),
+      // and after RATE_LIMITED or no answer, with backoff.
+      const assigning =
+        error.code === "CHAT_NOT_AVAILABLE" ||
+        (error.code === "FORBIDDEN" && (this.forbidden = (this.forbidden ?? 0) + 1) <= 15);
+      const busy = error.code === "RATE_LIMITED" || error.code === undefined;
+      if (assigning) {
+        this.notice.textContent =
+          this.me.role === "rider" ? "The chat opens in a moment…" : "The chat opens once a rider is assigned.";
         this.retry = setTimeout(() => this.start(), 1000);
+      } else if (busy) {
+        this.notice.textContent = "Connecting to the chat…";
+        this.attempts = (this.attempts ?? 0) + 1;
+        this.retry = setTimeout(() => this.start(), Math.min(1000 * 2 ** this.attempts, 10000));
       } else {
         this.notice.textContent = `Chat unavailable: ${error.message}`;
       }
     }
+  }
+
+  /** Whether `message` is on screen already (by its clientMessageId, else its id). */
+  seen(message) {
+    return this.shown.has(message.clientMessageId ?? message.id);
   }
 
   setWritable(writable) {
@@ -90,9 +159,8 @@ export class ChatPanel {
   }
 
   show(message) {
-    const key = message.clientMessageId ?? message.id;
-    if (this.shown.has(key)) return;
-    this.shown.add(key);
+    if (this.seen(message)) return;
+    this.shown.add(message.clientMessageId ?? message.id);
     this.list.append(messageItem(message, message.senderId === this.me.id));
     this.list.lastElementChild.scrollIntoView({ block: "nearest" });
   }
@@ -138,7 +206,11 @@ export class ChatPanel {
   mark(entry, state, reason) {
     entry.state = state;
     entry.item.dataset.state = state;
-    entry.item.mark.textContent = { sending: "Sending…", sent: "Sent", failed: reason ? `Not sent: ${reason}` : "Sending failed" }[state];
+    entry.item.mark.textContent = {
+      sending: "Sending…",
+      sent: "Sent",
+      failed: reason ? `Not sent: ${reason}` : "Sending failed",
+    }[state];
   }
 
   /** After a reconnection: join again unless the session was recovered, then resend what failed, in order. */
@@ -167,6 +239,7 @@ export class ChatPanel {
   }
 
   dispose() {
+    this.disposed = true;
     clearTimeout(this.retry);
     for (const [event, listener] of Object.entries(this.listeners)) this.chat.off(event, listener);
   }

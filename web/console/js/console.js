@@ -7,7 +7,13 @@ import { riderScreen } from "./rider.js";
 import { technicianScreen } from "./technician.js";
 import { vendorScreen } from "./vendor.js";
 
-const screens = { customer: customerScreen, vendor: vendorScreen, rider: riderScreen, technician: technicianScreen, admin: adminScreen };
+const screens = {
+  customer: customerScreen,
+  vendor: vendorScreen,
+  rider: riderScreen,
+  technician: technicianScreen,
+  admin: adminScreen,
+};
 const roles = Object.keys(screens);
 const byId = (id) => document.getElementById(id);
 let parties = [];
@@ -39,7 +45,8 @@ async function signIn(token) {
   heading.focus();
   const failure = byId("screen-error");
   try {
-    await screens[claims.role](screen, { api: new Api(token), claims, parties });
+    const api = new Api(token, (message) => (failure.textContent = message));
+    await screens[claims.role](screen, { api, claims, parties });
   } catch (error) {
     failure.textContent = `This screen could not open: ${error.message}`;
   }
@@ -71,7 +78,9 @@ function listParties() {
     role.className = "role";
     role.textContent = `${party.role} · ${party.id}`;
     button.append(role);
-    button.addEventListener("click", () => signIn(party.token).catch((error) => (byId("picker-error").textContent = error.message)));
+    button.addEventListener("click", () =>
+      signIn(party.token).catch((error) => (byId("picker-error").textContent = error.message)),
+    );
     item.append(button);
     list.append(item);
   }

@@ -2,7 +2,7 @@
 // ask for a technician and watch them come (US-072). Orders and requests placed here are remembered in this browser.
 import { ApiError } from "./api.js";
 import { ChatPanel } from "./chat.js";
-import { byId, el, liveRegion, rupees, showError, statusWords } from "./dom.js";
+import { byId, el, liveRegion, lookupForm, rupees, showError, statusWords } from "./dom.js";
 import { TrackingPanel } from "./map.js";
 
 const FINAL = new Set(["Delivered", "Cancelled", "Completed"]);
@@ -46,11 +46,30 @@ export async function customerScreen(screen, { api, claims, parties }) {
     field("vendor-id", "Vendor id", { required: true, value: demoVendor?.id ?? "" }),
     field("line1", "Delivery address", { required: true, value: "4 Lake View, Flat 12B" }),
     field("area", "Area", { required: true, value: "" }),
-    el("div", { class: "row" }, field("lat", "Latitude", { required: true, inputmode: "decimal" }), field("lng", "Longitude", { required: true, inputmode: "decimal" })),
+    el(
+      "div",
+      { class: "row" },
+      field("lat", "Latitude", { required: true, inputmode: "decimal" }),
+      field("lng", "Longitude", { required: true, inputmode: "decimal" }),
+    ),
     field("amount", "Total (₹)", { required: true, inputmode: "decimal", value: "349" }),
-    el("div", { class: "field" }, el("label", { for: "payment" }, "Payment"),
-      el("select", { id: "payment" }, el("option", { value: "prepaid" }, "Prepaid"), el("option", { value: "cash" }, "Cash on delivery"))),
-    el("div", { class: "check" }, el("input", { type: "checkbox", id: "photo-proof", checked: true }), el("label", { for: "photo-proof" }, "Photo proof of delivery")),
+    el(
+      "div",
+      { class: "field" },
+      el("label", { for: "payment" }, "Payment"),
+      el(
+        "select",
+        { id: "payment" },
+        el("option", { value: "prepaid" }, "Prepaid"),
+        el("option", { value: "cash" }, "Cash on delivery"),
+      ),
+    ),
+    el(
+      "div",
+      { class: "check" },
+      el("input", { type: "checkbox", id: "photo-proof", checked: true }),
+      el("label", { for: "photo-proof" }, "Photo proof of delivery"),
+    ),
     el("button", { type: "submit" }, "Place order"),
     error,
   );
@@ -65,15 +84,24 @@ export async function customerScreen(screen, { api, claims, parties }) {
   );
   const list = el("div", { class: "jobs", "data-test": "jobs" });
   const openError = el("p", { role: "alert" });
-  const openForm = el(
-    "form",
-    { class: "inline", onsubmit: (event) => { event.preventDefault(); openById(byId("open-order-id").value.trim()); } },
-    el("label", { for: "open-order-id" }, "Open an order by its id (placed elsewhere, e.g. in the app)"),
-    el("input", { id: "open-order-id", required: true, autocomplete: "off" }),
-    el("button", { type: "submit", class: "secondary" }, "Open"),
+  const openForm = lookupForm(
+    {
+      id: "open-order-id",
+      label: "Open an order by its id (placed elsewhere, e.g. in the app)",
+      button: "Open",
+      onSubmit: (id) => openById(id),
+      secondary: true,
+    },
     openError,
   );
-  screen.append(el("div", { class: "columns" }, el("div", {}, orderForm, requestForm), el("div", {}, el("h3", {}, "Your orders and visits"), openForm, list)));
+  screen.append(
+    el(
+      "div",
+      { class: "columns" },
+      el("div", {}, orderForm, requestForm),
+      el("div", {}, el("h3", {}, "Your orders and visits"), openForm, list),
+    ),
+  );
 
   async function openById(id) {
     openError.textContent = "";
@@ -100,7 +128,12 @@ export async function customerScreen(screen, { api, claims, parties }) {
   if (demoVendor) fillAddress();
 
   function address() {
-    return { line1: byId("line1").value.trim(), area: byId("area").value.trim(), lat: Number(byId("lat").value), lng: Number(byId("lng").value) };
+    return {
+      line1: byId("line1").value.trim(),
+      area: byId("area").value.trim(),
+      lat: Number(byId("lat").value),
+      lng: Number(byId("lng").value),
+    };
   }
 
   async function placeOrder(event) {
@@ -141,40 +174,58 @@ export async function customerScreen(screen, { api, claims, parties }) {
   /** A card per order or visit: its status, then tracking once there is something to track, and the chat. */
   function show(job, kind) {
     let card = cards.get(job.id);
+    // Answers can arrive out of order: an older version of the job never replaces a newer one.
+    if (card && job.version < card.version) return;
     if (!card) {
       card = { kind, status: liveRegion(`status-${job.id}`), rider: el("p", { "data-test": "rider" }) };
       card.element = el(
         "article",
         { class: "card", "data-test": kind === "order" ? "order-card" : "service-card", "data-id": job.id },
-        el("h4", {}, kind === "order" ? `Order ${job.id.slice(0, 8)} · ${job.vendor.name} · ${rupees(job.totalAmount)}` : `Visit ${job.id.slice(0, 8)} · ${job.description ?? ""}`),
+        el(
+          "h4",
+          {},
+          kind === "order"
+            ? `Order ${job.id.slice(0, 8)} · ${job.vendor.name} · ${rupees(job.totalAmount)}`
+            : `Visit ${job.id.slice(0, 8)} · ${job.description ?? ""}`,
+        ),
         card.status,
         card.rider,
       );
       if (kind === "order") {
-        card.cancel = el("button", { type: "button", class: "secondary", onclick: () => cancel(job.id, card) }, "Cancel order");
+        card.cancel = el(
+          "button",
+          { type: "button", class: "secondary", onclick: () => cancel(job.id, card) },
+          "Cancel order",
+        );
         card.element.append(card.cancel);
       }
       list.prepend(card.element);
       cards.set(job.id, card);
     }
+    card.version = job.version;
     card.status.textContent = statusWords[job.status] ?? job.status;
     card.status.dataset.status = job.status;
     const person = kind === "order" ? job.rider : job.technician;
     card.rider.textContent = person ? `${kind === "order" ? "Rider" : "Technician"}: ${person.name}` : "";
-    if (card.cancel) card.cancel.hidden = !["PendingVendorAcceptance", "Preparing", "ReadyForPickup"].includes(job.status);
-    const trackable = kind === "order" ? ["InTransit", "Delivered"].includes(job.status) : ["OnTheWay", "WorkInProgress"].includes(job.status);
+    if (card.cancel)
+      card.cancel.hidden = !["PendingVendorAcceptance", "Preparing", "ReadyForPickup"].includes(job.status);
+    const trackable =
+      kind === "order"
+        ? job.status === "InTransit"
+        : ["OnTheWay", "WorkInProgress"].includes(job.status);
     if (trackable && !card.tracking) {
       card.tracking = new TrackingPanel(tracking, job.id, { courierWord: kind === "order" ? "rider" : "technician" });
       if (card.chat) card.chat.element.before(card.tracking.element);
       else card.element.append(card.tracking.element);
       card.tracking.start();
     }
-    if (kind === "order" && job.rider && !card.chat) {
+    if (kind === "order" && job.rider && !card.chat && !FINAL.has(job.status)) {
       card.chat = new ChatPanel(chat, api, job.id, { id: claims.sub, role: "customer" });
       card.element.append(card.chat.element);
       card.chat.start();
     }
-    if (FINAL.has(job.status) && card.tracking && job.status !== "Delivered") card.tracking.status({ state: "ended", message: card.status.textContent });
+    if (FINAL.has(job.status) && card.tracking && job.status !== "Delivered")
+      card.tracking.status({ state: "ended", message: card.status.textContent });
   }
 
   async function cancel(id, card) {

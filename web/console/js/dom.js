@@ -62,3 +62,38 @@ export function liveRegion(id, text = "") {
 export function showError(region, error) {
   region.textContent = error.message ?? String(error);
 }
+
+/** Shows a modal dialog (`backdrop` holds it): the page behind is inert, the dialog's first button takes the
+ * focus, and closing gives the focus back to where it was. Returns the function that closes it. */
+export function openDialog(backdrop) {
+  const returnTo = document.activeElement;
+  const main = byId("main");
+  main.inert = true;
+  document.body.append(backdrop);
+  backdrop.querySelector("button:not([hidden])")?.focus();
+  return () => {
+    backdrop.remove();
+    if (!document.querySelector("body > .backdrop")) main.inert = false;
+    if (returnTo?.isConnected) returnTo.focus();
+  };
+}
+
+/** A one-field form (label, input, submit button, then `after`) that hands the trimmed value to `onSubmit`;
+ * `form.input` is its field. */
+export function lookupForm({ id, label, button, onSubmit, secondary = false }, ...after) {
+  const input = el("input", { id, required: true, autocomplete: "off" });
+  const submit = (event) => {
+    event.preventDefault();
+    onSubmit(input.value.trim());
+  };
+  const form = el(
+    "form",
+    { class: "inline", onsubmit: submit },
+    el("label", { for: id }, label),
+    input,
+    el("button", { type: "submit", class: secondary ? "secondary" : undefined }, button),
+    ...after,
+  );
+  form.input = input;
+  return form;
+}

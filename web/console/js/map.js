@@ -1,5 +1,5 @@
 // Maps (Leaflet, from Debian's libjs-leaflet) and the customer's live tracking panel (US-072).
-import * as L from "../vendor/leaflet/leaflet.esm.js";
+import * as L from "../vendor/leaflet/leaflet.esm.min.js";
 import { ack } from "./api.js";
 import { clockTime, el, timeAgo } from "./dom.js";
 
@@ -54,7 +54,8 @@ export async function createMap(container, { label }) {
   return map;
 }
 
-/** A marker drawn as a circle (no image files), with a tooltip naming it. */
+/** A marker drawn as a circle (no image files), with a tooltip naming it: as a node, since Leaflet would put a string
+ * in as HTML (a rider's name is text). */
 export function dot(map, point, { color, label }) {
   return L.circleMarker([point.lat, point.lng], {
     radius: 9,
@@ -63,7 +64,7 @@ export function dot(map, point, { color, label }) {
     fillColor: color,
     fillOpacity: 1,
   })
-    .bindTooltip(label)
+    .bindTooltip(el("span", {}, label))
     .addTo(map);
 }
 
@@ -104,6 +105,7 @@ export class TrackingPanel {
       const view = await ack(this.tracking, "track", { jobId: this.jobId });
       this.view = view;
       await this.status(view);
+      this.placeDestination(view.destination);
       if (view.lastLocation) this.move(view.lastLocation);
       if (view.eta) this.showEta(view.eta);
     } catch (error) {
@@ -123,8 +125,7 @@ export class TrackingPanel {
     if (showMap) {
       this.mapReady ??= createMap(this.mapBox, { label: `Map of the ${this.courierWord}'s location` }).then((map) => {
         this.map = map;
-        const target = destination ?? this.view?.destination;
-        if (target) dot(map, target, { color: "#b3261e", label: target.label ?? "Destination" });
+        this.placeDestination(destination ?? this.view?.destination);
         if (this.waiting) this.move(this.waiting);
       });
       await this.mapReady;
@@ -137,6 +138,16 @@ export class TrackingPanel {
     this.showUpdated();
   }
 
+  /** The destination's marker, once the map and the destination are both known. */
+  placeDestination(target) {
+    if (!target || this.destination || !this.map) return;
+    this.destination = dot(this.map, target, { color: "#b3261e", label: target.label ?? "Destination" });
+    this.destination.getElement()?.setAttribute("data-test", "destination-marker");
+    if (this.courier) {
+      this.map.fitBounds([this.courier.getLatLng(), this.destination.getLatLng()], { padding: [40, 40], maxZoom: 16 });
+    }
+  }
+
   move(position) {
     this.lastUpdatedAt = position.recordedAt;
     // The map is still being made (its settings load): the latest position waits for it.
@@ -146,7 +157,9 @@ export class TrackingPanel {
     if (!this.courier) {
       this.courier = dot(this.map, position, { color: "#0b57d0", label: this.courierWord });
       this.courier.getElement()?.setAttribute("data-test", "courier-marker");
-      this.map.setView(at, 15);
+      // The first position frames the courier and the destination together.
+      if (this.destination) this.map.fitBounds([at, this.destination.getLatLng()], { padding: [40, 40], maxZoom: 16 });
+      else this.map.setView(at, 15);
     } else {
       this.courier.setLatLng(at);
       if (!this.map.getBounds().contains(at)) this.map.panTo(at);

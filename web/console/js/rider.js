@@ -4,10 +4,12 @@
 import { ack } from "./api.js";
 import { ChatPanel } from "./chat.js";
 import { currentFix, openCamera, PermissionDenied, permissionScreen, PositionSender } from "./device.js";
-import { el, liveRegion, rupees, showError } from "./dom.js";
+import { el, liveRegion, openDialog, rupees, showError } from "./dom.js";
 
 /** A pickup confirmed while offline waits here (with its Idempotency-Key) until the network is back. */
 const PENDING_PICKUP_KEY = "pending-pickup";
+/** How often a pending pickup is tried again when the network seems up but the request failed. */
+const PICKUP_RETRY_MS = 5000;
 
 export async function riderScreen(screen, { api, claims }) {
   const riderSocket = api.socket("rider");
@@ -20,15 +22,32 @@ export async function riderScreen(screen, { api, claims }) {
   let task = null;
 
   const status = liveRegion("rider-status");
-  const toggle = el("button", { type: "button", role: "switch", "aria-checked": "false", id: "online-toggle", "data-test": "online-toggle", onclick: () => (me.status === "offline" ? goOnline() : goOffline()) }, "Go Online");
+  const toggle = el(
+    "button",
+    {
+      type: "button",
+      role: "switch",
+      "aria-checked": "false",
+      id: "online-toggle",
+      "data-test": "online-toggle",
+      onclick: () => (me.status === "offline" ? goOnline() : goOffline()),
+    },
+    "Go Online",
+  );
   const error = el("p", { role: "alert", "data-test": "rider-error" });
-  const notice = el("p", { class: "notice", role: "status", "data-test": "rider-notice", hidden: true });
+  // Always in the page (empty, it is not shown): a live region that appears with its text is often not read out.
+  const notice = el("p", { class: "notice", role: "status", "data-test": "rider-notice" });
   const taskBox = el("section", { class: "card", "aria-label": "Current delivery", "data-test": "task", hidden: true });
   screen.append(el("div", { class: "toolbar" }, toggle, status), error, notice, taskBox);
 
   function showMe(rider) {
     me = rider;
-    const words = { offline: "Offline", online: "Online, waiting for offers", offered: "Online, an offer is waiting", delivering: "On a delivery" };
+    const words = {
+      offline: "Offline",
+      online: "Online, waiting for offers",
+      offered: "Online, an offer is waiting",
+      delivering: "On a delivery",
+    };
     status.textContent = words[rider.status] ?? rider.status;
     status.dataset.status = rider.status;
     const on = rider.status !== "offline";
@@ -73,7 +92,6 @@ export async function riderScreen(screen, { api, claims }) {
 
   function tell(text) {
     notice.textContent = text;
-    notice.hidden = !text;
   }
 
   // The offer: a modal with the vendor, the area, the distances, the earnings and a countdown to its deadline.
@@ -84,22 +102,49 @@ export async function riderScreen(screen, { api, claims }) {
     const countdown = el("p", { class: "countdown", "data-test": "countdown", "aria-live": "off" });
     const bar = el("progress", { max: received.timeoutSeconds, value: received.timeoutSeconds, "aria-hidden": "true" });
     const outcome = el("p", { role: "alert", "data-test": "offer-outcome" });
-    const accept = el("button", { type: "button", "data-test": "accept-offer", onclick: () => answer("accept") }, "Accept");
-    const reject = el("button", { type: "button", class: "secondary", "data-test": "reject-offer", onclick: () => answer("reject") }, "Reject");
-    const dismiss = el("button", { type: "button", hidden: true, "data-test": "dismiss-offer", onclick: () => close() }, "Dismiss");
+    const accept = el(
+      "button",
+      { type: "button", "data-test": "accept-offer", onclick: () => answer("accept") },
+      "Accept",
+    );
+    const reject = el(
+      "button",
+      { type: "button", class: "secondary", "data-test": "reject-offer", onclick: () => answer("reject") },
+      "Reject",
+    );
+    const dismiss = el(
+      "button",
+      { type: "button", hidden: true, "data-test": "dismiss-offer", onclick: () => close() },
+      "Dismiss",
+    );
     const dialog = el(
       "div",
       { class: "backdrop" },
       el(
         "section",
-        { class: "dialog", role: "dialog", "aria-modal": "true", "aria-labelledby": "offer-title", "data-test": "offer", "data-offer-id": received.offerId },
+        {
+          class: "dialog",
+          role: "dialog",
+          "aria-modal": "true",
+          "aria-labelledby": "offer-title",
+          "data-test": "offer",
+          "data-offer-id": received.offerId,
+        },
         el("h2", { id: "offer-title" }, `New delivery offer: earn ${rupees(received.earnings.amount)}`),
-        el("dl", { class: "facts" },
-          el("dt", {}, "Pick up at"), el("dd", { "data-test": "offer-vendor" }, `${received.vendor.name}, ${received.vendor.address}`),
-          el("dt", {}, "Deliver to"), el("dd", { "data-test": "offer-area" }, received.deliveryArea),
-          el("dt", {}, "To the store"), el("dd", {}, `${received.distanceKm.toFixed(1)} km`),
-          el("dt", {}, "Whole trip"), el("dd", {}, `${received.tripDistanceKm.toFixed(1)} km`),
-          el("dt", {}, "Earnings"), el("dd", { "data-test": "offer-earnings" }, rupees(received.earnings.amount))),
+        el(
+          "dl",
+          { class: "facts" },
+          el("dt", {}, "Pick up at"),
+          el("dd", { "data-test": "offer-vendor" }, `${received.vendor.name}, ${received.vendor.address}`),
+          el("dt", {}, "Deliver to"),
+          el("dd", { "data-test": "offer-area" }, received.deliveryArea),
+          el("dt", {}, "To the store"),
+          el("dd", {}, `${received.distanceKm.toFixed(1)} km`),
+          el("dt", {}, "Whole trip"),
+          el("dd", {}, `${received.tripDistanceKm.toFixed(1)} km`),
+          el("dt", {}, "Earnings"),
+          el("dd", { "data-test": "offer-earnings" }, rupees(received.earnings.amount)),
+        ),
         countdown,
         bar,
         el("div", { class: "actions" }, accept, reject, dismiss),
@@ -123,7 +168,7 @@ export async function riderScreen(screen, { api, claims }) {
     }
     function close() {
       clearInterval(timer);
-      dialog.remove();
+      closeDialog();
       if (offer?.id === received.offerId) offer = null;
     }
     async function answer(verb) {
@@ -134,7 +179,8 @@ export async function riderScreen(screen, { api, claims }) {
         if (verb === "accept") await loadTask(received.orderId);
         refreshMe();
       } catch (failure) {
-        if (["OFFER_EXPIRED", "OFFER_RESCINDED", "OFFER_NOT_PENDING"].includes(failure.code)) gone("This offer is no longer available");
+        if (["OFFER_EXPIRED", "OFFER_RESCINDED", "OFFER_NOT_PENDING"].includes(failure.code))
+          gone("This offer is no longer available");
         else {
           outcome.textContent = failure.message;
           accept.disabled = reject.disabled = false;
@@ -142,10 +188,11 @@ export async function riderScreen(screen, { api, claims }) {
       }
     }
     offer = { id: received.offerId, close, gone };
-    document.body.append(dialog);
-    accept.focus();
+    const closeDialog = openDialog(dialog);
     // The app confirms it has the offer on screen.
-    ack(riderSocket, "received", { offerId: received.offerId }).catch(() => api.post(`/v1/offers/${received.offerId}/received`).catch(() => {}));
+    ack(riderSocket, "received", { offerId: received.offerId }).catch(() =>
+      api.post(`/v1/offers/${received.offerId}/received`).catch(() => {}),
+    );
   }
 
   // The task: the order the rider is delivering.
@@ -161,7 +208,7 @@ export async function riderScreen(screen, { api, claims }) {
       }
     }
     if (!task || task.id !== orderId) {
-      task?.chat.dispose();
+      clearTask();
       task = { id: orderId, chat: new ChatPanel(chat, api, orderId, { id: claims.sub, role: "rider" }) };
       task.chat.start();
     }
@@ -185,22 +232,66 @@ export async function riderScreen(screen, { api, claims }) {
     };
     const actions = el("div", { class: "actions" });
     if (order.status === "ReadyForPickup" || order.status === "Preparing") {
-      if (!order.riderArrivedAt) actions.append(el("button", { type: "button", "data-test": "arrived", onclick: run(() => api.post(`/v1/orders/${order.id}/arrived`)) }, "I've arrived at the store"));
-      else if (pending?.orderId === order.id) actions.append(el("p", { class: "pending", role: "status", "data-test": "pickup-pending" }, "Pickup confirmation pending: it will be sent when you are back online."));
-      else actions.append(el("button", { type: "button", "data-test": "confirm-pickup", onclick: () => confirmPickup(taskError) }, "Confirm pickup"));
+      if (!order.riderArrivedAt)
+        actions.append(
+          el(
+            "button",
+            { type: "button", "data-test": "arrived", onclick: run(() => api.post(`/v1/orders/${order.id}/arrived`)) },
+            "I've arrived at the store",
+          ),
+        );
+      else if (pending?.orderId === order.id)
+        actions.append(
+          el(
+            "p",
+            { class: "pending", role: "status", "data-test": "pickup-pending" },
+            "Pickup confirmation pending: it will be sent when you are back online.",
+          ),
+        );
+      else
+        actions.append(
+          el(
+            "button",
+            { type: "button", "data-test": "confirm-pickup", onclick: () => confirmPickup(taskError) },
+            "Confirm pickup",
+          ),
+        );
     }
     if (order.status === "InTransit") {
       if (order.requiresPhotoProof && !order.proofPhoto) {
-        const file = el("input", { type: "file", id: "proof-file", accept: "image/jpeg,image/png", capture: "environment", "data-test": "proof-file", onchange: () => file.files[0] && upload(file.files[0], taskError) });
+        const file = el("input", {
+          type: "file",
+          id: "proof-file",
+          accept: "image/jpeg,image/png",
+          capture: "environment",
+          "data-test": "proof-file",
+          onchange: () => file.files[0] && upload(file.files[0], taskError),
+        });
         actions.append(
-          el("button", { type: "button", "data-test": "take-photo", onclick: () => takePhoto(taskError) }, "Take proof photo"),
+          el(
+            "button",
+            { type: "button", "data-test": "take-photo", onclick: () => takePhoto(taskError) },
+            "Take proof photo",
+          ),
           el("label", { for: "proof-file", class: "file-label" }, "or choose a photo", file),
         );
       } else {
-        actions.append(el("button", { type: "button", "data-test": "deliver", onclick: run(() => api.post(`/v1/orders/${order.id}/deliver`)) }, "Mark delivered"));
+        actions.append(
+          el(
+            "button",
+            { type: "button", "data-test": "deliver", onclick: run(() => api.post(`/v1/orders/${order.id}/deliver`)) },
+            "Mark delivered",
+          ),
+        );
       }
     }
-    const words = { Preparing: "Being prepared at the store", ReadyForPickup: "Ready at the store", InTransit: "Picked up: on the way to the customer", Delivered: "Delivered", Cancelled: "Cancelled" };
+    const words = {
+      Preparing: "Being prepared at the store",
+      ReadyForPickup: "Ready at the store",
+      InTransit: "Picked up: on the way to the customer",
+      Delivered: "Delivered",
+      Cancelled: "Cancelled",
+    };
     taskBox.replaceChildren(
       el("h3", {}, `Delivery ${order.id.slice(0, 8)}`),
       el("p", { "data-test": "task-status", "data-status": order.status }, words[order.status] ?? order.status),
@@ -214,10 +305,19 @@ export async function riderScreen(screen, { api, claims }) {
     taskBox.hidden = false;
     if (order.status === "Delivered" || order.status === "Cancelled") {
       task.chat.close("This chat is now closed");
+      task.chat.dispose();
       task = null;
       positions.stop();
       refreshMe();
     }
+  }
+
+  /** Drops the task on screen (re-assigned away, or no longer the rider's). */
+  function clearTask() {
+    task?.chat.dispose();
+    task = null;
+    taskBox.hidden = true;
+    taskBox.replaceChildren();
   }
 
   /** RDR-016: the pickup with an Idempotency-Key; offline it waits (with the same key) and is sent once back. */
@@ -239,7 +339,11 @@ export async function riderScreen(screen, { api, claims }) {
         renderTask();
       }
     } catch (failure) {
-      if (failure instanceof TypeError) return task && renderTask();
+      if (failure instanceof TypeError) {
+        // No answer although the browser thinks it is online: keep it pending and try again shortly.
+        setTimeout(() => sendPickup(), PICKUP_RETRY_MS);
+        return task && renderTask();
+      }
       localStorage.removeItem(PENDING_PICKUP);
       if (task) {
         renderTask();
@@ -251,7 +355,10 @@ export async function riderScreen(screen, { api, claims }) {
 
   async function upload(blob, taskError) {
     try {
-      const uploaded = await api.call("POST", `/v1/orders/${task.id}/proof-photo`, { body: blob, headers: { "Content-Type": blob.type || "image/jpeg" } });
+      const uploaded = await api.call("POST", `/v1/orders/${task.id}/proof-photo`, {
+        body: blob,
+        headers: { "Content-Type": blob.type || "image/jpeg" },
+      });
       task.order = { ...task.order, proofPhoto: uploaded.proofPhoto };
       renderTask();
     } catch (failure) {
@@ -272,26 +379,40 @@ export async function riderScreen(screen, { api, claims }) {
     }
     const video = el("video", { autoplay: true, playsinline: true, "aria-label": "Camera preview" });
     video.srcObject = stream;
-    const stop = () => {
-      stream.getTracks().forEach((track) => track.stop());
-      dialog.remove();
+    const capture = () => {
+      const canvas = el("canvas");
+      canvas.width = video.videoWidth || 640;
+      canvas.height = video.videoHeight || 480;
+      canvas.getContext("2d").drawImage(video, 0, 0, canvas.width, canvas.height);
+      canvas.toBlob(
+        (blob) => {
+          stop();
+          upload(blob, taskError);
+        },
+        "image/jpeg",
+        0.85,
+      );
     };
     const dialog = el(
       "div",
       { class: "backdrop" },
-      el("section", { class: "dialog", role: "dialog", "aria-modal": "true", "aria-label": "Proof photo" },
+      el(
+        "section",
+        { class: "dialog", role: "dialog", "aria-modal": "true", "aria-label": "Proof photo" },
         video,
-        el("div", { class: "actions" },
-          el("button", { type: "button", onclick: () => {
-            const canvas = el("canvas");
-            canvas.width = video.videoWidth || 640;
-            canvas.height = video.videoHeight || 480;
-            canvas.getContext("2d").drawImage(video, 0, 0, canvas.width, canvas.height);
-            canvas.toBlob((blob) => { stop(); upload(blob, taskError); }, "image/jpeg", 0.85);
-          } }, "Capture"),
-          el("button", { type: "button", class: "secondary", onclick: stop }, "Cancel"))),
+        el(
+          "div",
+          { class: "actions" },
+          el("button", { type: "button", onclick: capture }, "Capture"),
+          el("button", { type: "button", class: "secondary", onclick: () => stop() }, "Cancel"),
+        ),
+      ),
     );
-    document.body.append(dialog);
+    const closeDialog = openDialog(dialog);
+    function stop() {
+      stream.getTracks().forEach((track) => track.stop());
+      closeDialog();
+    }
   }
 
   async function refreshMe() {
@@ -303,7 +424,9 @@ export async function riderScreen(screen, { api, claims }) {
   }
 
   riderSocket.on("offer", showOffer);
-  riderSocket.on("offer_expired", (expired) => offer?.id === expired.offerId && offer.gone("This offer is no longer available"));
+  riderSocket.on("offer_expired", (expired) =>
+    offer?.id === expired.offerId && offer.gone("This offer is no longer available"),
+  );
   riderSocket.on("offer_rescinded", (rescinded) => offer?.id === rescinded.offerId && offer.gone(rescinded.message));
   riderSocket.on("went_offline", ({ message }) => {
     error.textContent = message;
@@ -318,16 +441,24 @@ export async function riderScreen(screen, { api, claims }) {
   });
   riderSocket.on("order_unassigned", ({ orderId, message }) => {
     tell(message);
-    if (task?.id === orderId) {
-      task.chat.close("This chat is now closed");
-      task = null;
-      taskBox.hidden = true;
-    }
+    if (task?.id === orderId) clearTask();
     refreshMe();
   });
   riderSocket.on("order_assigned", ({ orderId, message }) => {
     tell(message);
     loadTask(orderId);
+  });
+
+  // A reconnection that was not recovered missed what `/rider` said meanwhile (it went out as pushes): load the
+  // rider and the task again. (The server sends a pending offer again on every connect.)
+  let connectedBefore = false;
+  riderSocket.on("connect", async ({ recovered }) => {
+    const first = !connectedBefore;
+    connectedBefore = true;
+    if (first || recovered) return;
+    await refreshMe();
+    if (me.currentOrderId) await loadTask(me.currentOrderId).catch((failure) => showError(error, failure));
+    else clearTask();
   });
 
   await refreshMe();

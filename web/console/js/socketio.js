@@ -9,6 +9,8 @@
 const RECONNECT_MIN_MS = 1000;
 const RECONNECT_MAX_MS = 5000;
 const RANDOMIZATION = 0.5;
+/** As socket.io-client's `timeout`: a connection not open (CONNECT answered) by then is dropped and retried. */
+const CONNECT_TIMEOUT_MS = 20000;
 
 /** Splits a Socket.IO packet (without the Engine.IO `4`) into its type, namespace, ack id and data. */
 export function parsePacket(text) {
@@ -117,16 +119,20 @@ export class Socket {
 
   /** Leaves for good (DISCONNECT): no reconnection. */
   disconnect() {
+    if (this.ws && this.connected) this.ws.send(encodePacket({ type: 1, namespace: this.namespace }));
+    this.endForGood("io client disconnect");
+  }
+
+  /** No reconnection after this: the client left, or the server sent it away (DISCONNECT, CONNECT_ERROR). */
+  endForGood(reason) {
     this.closedForGood = true;
     window.removeEventListener("offline", this.onOffline);
     window.removeEventListener("online", this.onOnline);
     clearTimeout(this.reconnectTimer);
-    if (this.ws) {
-      if (this.connected) this.ws.send(encodePacket({ type: 1, namespace: this.namespace }));
-      this.ws.close();
-    }
+    clearTimeout(this.connectTimer);
+    this.ws?.close();
     this.ws = null;
-    this.setDisconnected("io client disconnect");
+    this.setDisconnected(reason);
   }
 
   send(packet) {
@@ -136,10 +142,17 @@ export class Socket {
   }
 
   open() {
-    if (this.closedForGood || !navigator.onLine) return;
+    // One connection at a time: coming back online while a reconnection is scheduled opens it once.
+    if (this.closedForGood || this.ws || !navigator.onLine) return;
+    clearTimeout(this.reconnectTimer);
     const origin = this.url.replace(/^http/, "ws");
     const ws = new WebSocket(`${origin}${this.path}?EIO=4&transport=websocket&affinity=${this.affinity}`);
     this.ws = ws;
+    clearTimeout(this.connectTimer);
+    this.connectTimer = setTimeout(
+      () => this.ws === ws && !this.connected && this.transportLost("timeout"),
+      CONNECT_TIMEOUT_MS,
+    );
     ws.onmessage = (message) => this.receive(ws, message.data);
     ws.onclose = () => {
       if (this.ws === ws) this.transportLost("transport close");
@@ -181,16 +194,14 @@ export class Socket {
         this.pid = data.pid ?? null;
         this.recovered = this.previousPid != null && this.pid === this.previousPid;
         if (!this.recovered) this.offset = null;
+        clearTimeout(this.connectTimer);
         this.connected = true;
         this.attempts = 0;
         for (const text of this.sendBuffer.splice(0)) this.ws.send(text);
         this.fire("connect", { recovered: this.recovered });
         break;
       case 1:
-        this.closedForGood = true;
-        this.ws?.close();
-        this.ws = null;
-        this.setDisconnected("io server disconnect");
+        this.endForGood("io server disconnect");
         break;
       case 2: {
         const args = data.slice(1);
@@ -209,9 +220,7 @@ export class Socket {
         this.acks.delete(ackId);
         break;
       case 4:
-        this.closedForGood = true;
-        this.ws?.close();
-        this.ws = null;
+        this.endForGood("connect error");
         this.fire("connect_error", data);
         break;
     }
@@ -237,6 +246,7 @@ export class Socket {
       ws.onclose = null;
       ws.close();
     }
+    clearTimeout(this.connectTimer);
     this.setDisconnected(reason);
     if (this.closedForGood) return;
     clearTimeout(this.reconnectTimer);

@@ -3,7 +3,7 @@
 // completed.
 import { ApiError } from "./api.js";
 import { currentFix, PermissionDenied, permissionScreen, PositionSender } from "./device.js";
-import { el, liveRegion, showError, statusWords } from "./dom.js";
+import { el, liveRegion, lookupForm, showError, statusWords } from "./dom.js";
 
 export async function technicianScreen(screen, { api, claims }) {
   const orders = api.socket("orders");
@@ -15,11 +15,18 @@ export async function technicianScreen(screen, { api, claims }) {
   const travelling = new Set();
 
   const openError = el("p", { role: "alert" });
-  const idInput = el("input", { id: "visit-id", required: true, autocomplete: "off" });
   const list = el("div", { class: "jobs", "data-test": "visits" });
   screen.append(
-    el("form", { class: "inline", onsubmit: (event) => { event.preventDefault(); load(idInput.value.trim(), openError); } },
-      el("label", { for: "visit-id" }, "Open a visit by its id"), idInput, el("button", { type: "submit", class: "secondary" }, "Open"), openError),
+    lookupForm(
+      {
+        id: "visit-id",
+        label: "Open a visit by its id",
+        button: "Open",
+        onSubmit: (id) => load(id, openError),
+        secondary: true,
+      },
+      openError,
+    ),
     el("h3", {}, "Your visits"),
     el("p", { class: "muted" }, "Visits assigned to you appear here as they are assigned."),
     list,
@@ -37,7 +44,11 @@ export async function technicianScreen(screen, { api, claims }) {
     localStorage.setItem(key, JSON.stringify([visit.id, ...kept().filter((id) => id !== visit.id)].slice(0, 20)));
     let card = cards.get(visit.id);
     if (!card) {
-      card = { status: liveRegion(`visit-status-${visit.id}`), actions: el("div", { class: "actions" }), error: el("p", { role: "alert" }) };
+      card = {
+        status: liveRegion(`visit-status-${visit.id}`),
+        actions: el("div", { class: "actions" }),
+        error: el("p", { role: "alert" }),
+      };
       card.element = el("article", { class: "card", "data-test": "visit-card", "data-id": visit.id },
         el("h4", {}, `Visit ${visit.id.slice(0, 8)}: ${visit.description}`),
         el("p", {}, `${visit.serviceAddress.line1}, ${visit.serviceAddress.area}`),
@@ -47,13 +58,28 @@ export async function technicianScreen(screen, { api, claims }) {
     }
     card.status.textContent = statusWords[visit.status] ?? visit.status;
     card.status.dataset.status = visit.status;
-    const step = (status, label) => el("button", { type: "button", "data-test": `status-${status}`, onclick: () => change(visit, card, status) }, label);
+    const step = (status, label) =>
+      el(
+        "button",
+        { type: "button", "data-test": `status-${status}`, onclick: () => change(visit, card, status) },
+        label,
+      );
     const actions = [];
     if (visit.status === "TechnicianAssigned") actions.push(step("OnTheWay", "On the way"));
     if (visit.status === "OnTheWay") {
       const on = travelling.has(visit.id);
       actions.push(
-        el("button", { type: "button", role: "switch", "aria-checked": String(on), "data-test": "travel-mode", onclick: () => travelMode(visit, card, !on) }, on ? "Travel mode: on" : "Travel mode: off"),
+        el(
+          "button",
+          {
+            type: "button",
+            role: "switch",
+            "aria-checked": String(on),
+            "data-test": "travel-mode",
+            onclick: () => travelMode(visit, card, !on),
+          },
+          on ? "Travel mode: on" : "Travel mode: off",
+        ),
         step("WorkInProgress", "Arrived: start work"),
       );
     }
@@ -91,7 +117,12 @@ export async function technicianScreen(screen, { api, claims }) {
         await permissionScreen("geolocation");
         return travelMode(visit, card, active);
       }
-      showError(card.error, failure instanceof ApiError && failure.status === 404 ? new Error("The location service does not know this visit yet; try again in a moment.") : failure);
+      showError(
+        card.error,
+        failure instanceof ApiError && failure.status === 404
+          ? new Error("The location service does not know this visit yet; try again in a moment.")
+          : failure,
+      );
     }
   }
 
