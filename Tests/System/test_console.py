@@ -130,6 +130,13 @@ def fill(driver, field_id, value):
     element.send_keys(str(value))
 
 
+def address_near_the_vendor(customer_browser, cast):
+    """Names the cast's vendor on the customer's form, which fills in an address near it."""
+    fill(customer_browser, "vendor-id", cast.vendor.id + Keys.TAB)
+    wait(customer_browser, lambda d: d.find_element(By.ID, "lat").get_attribute("value"),
+         what="the address to be filled in")
+
+
 def go_online(rider_browser, cast):
     locate(rider_browser, cast.spot.fix(0.4, 0.3))
     find(rider_browser, "[data-test=online-toggle]").click()
@@ -162,9 +169,8 @@ def test_a_whole_delivery_seen_by_the_customer_and_the_rider(cast, browsers, tmp
     go_online(rider, cast)
     rider.screenshot("online")
 
-    # The customer places the order from the console; naming the vendor fills in an address near it.
-    fill(customer, "vendor-id", cast.vendor.id + Keys.TAB)
-    wait(customer, lambda d: d.find_element(By.ID, "lat").get_attribute("value"), what="the address to be filled in")
+    # The customer places the order from the console.
+    address_near_the_vendor(customer, cast)
     customer.find_element(By.CSS_SELECTOR, "#order-form button[type=submit]").click()
     card = find(customer, "[data-test=order-card]")
     order_id = card.get_attribute("data-id")
@@ -325,8 +331,7 @@ def test_a_technician_visit_from_request_to_arrival(cast, browsers):
     customer, technician = browsers("customer"), browsers("technician")
     sign_in(customer, cast.customer)
     sign_in(technician, cast.technician)
-    fill(customer, "vendor-id", cast.vendor.id + Keys.TAB)
-    wait(customer, lambda d: d.find_element(By.ID, "lat").get_attribute("value"), what="the address to be filled in")
+    address_near_the_vendor(customer, cast)
     customer.find_element(By.CSS_SELECTOR, "#service-form button[type=submit]").click()
     visit_id = find(customer, "[data-test=service-card]").get_attribute("data-id")
     cast.admin.call("POST", f"/v1/service-requests/{visit_id}/assign",

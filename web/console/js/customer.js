@@ -2,20 +2,10 @@
 // ask for a technician and watch them come (US-072). Orders and requests placed here are remembered in this browser.
 import { ApiError } from "./api.js";
 import { ChatPanel } from "./chat.js";
-import { byId, el, liveRegion, lookupForm, rupees, showError, statusWords } from "./dom.js";
+import { byId, el, liveRegion, lookupForm, remembered, rupees, showError, statusWords } from "./dom.js";
 import { TrackingPanel } from "./map.js";
 
 const FINAL = new Set(["Delivered", "Cancelled", "Completed"]);
-
-/** Ids of the jobs this customer placed from this browser, newest first. */
-function remembered(key) {
-  return {
-    all: () => JSON.parse(localStorage.getItem(key) ?? "[]"),
-    add(id) {
-      localStorage.setItem(key, JSON.stringify([id, ...this.all().filter((kept) => kept !== id)].slice(0, 20)));
-    },
-  };
-}
 
 function field(id, label, attributes = {}) {
   return el("div", { class: "field" }, el("label", { for: id }, label), el("input", { id, name: id, ...attributes }));

@@ -1,7 +1,7 @@
 // The device's location and camera for the rider's and technician's screens, and RDR-020's permission screen: when
 // access is denied the action is blocked behind a screen that says why, until access is granted.
 import { ack } from "./api.js";
-import { el, openDialog } from "./dom.js";
+import { el, modal, openDialog } from "./dom.js";
 
 /** RDR-020's messages, word for word. */
 export const PERMISSION_MESSAGES = {
@@ -144,42 +144,35 @@ export function permissionScreen(permission) {
   );
   const still = el("p", { role: "alert", "data-test": "permission-still-denied" });
   const title = permission === "geolocation" ? "Location access needed" : "Camera access needed";
-  const dialog = el(
-    "div",
-    { class: "backdrop" },
+  const dialog = modal(
+    {
+      role: "alertdialog",
+      "aria-labelledby": "permission-title",
+      "aria-describedby": "permission-message",
+      "data-test": "permission-screen",
+    },
+    el("h2", { id: "permission-title" }, title),
+    el("p", { id: "permission-message", "data-test": "permission-message" }, PERMISSION_MESSAGES[permission]),
     el(
-      "section",
+      "button",
       {
-        class: "dialog",
-        role: "alertdialog",
-        "aria-modal": "true",
-        "aria-labelledby": "permission-title",
-        "aria-describedby": "permission-message",
-        "data-test": "permission-screen",
-      },
-      el("h2", { id: "permission-title" }, title),
-      el("p", { id: "permission-message", "data-test": "permission-message" }, PERMISSION_MESSAGES[permission]),
-      el(
-        "button",
-        {
-          type: "button",
-          "aria-label": `Go to Settings to allow ${permission === "geolocation" ? "location" : "camera"} access`,
-          "data-test": "go-to-settings",
-          onclick: () => {
-            help.hidden = false;
-            check(true);
-          },
+        type: "button",
+        "aria-label": `Go to Settings to allow ${permission === "geolocation" ? "location" : "camera"} access`,
+        "data-test": "go-to-settings",
+        onclick: () => {
+          help.hidden = false;
+          check(true);
         },
-        "Go to Settings",
-      ),
-      el(
-        "button",
-        { type: "button", class: "secondary", "data-test": "check-again", onclick: () => check(true) },
-        "I've allowed it",
-      ),
-      help,
-      still,
+      },
+      "Go to Settings",
     ),
+    el(
+      "button",
+      { type: "button", class: "secondary", "data-test": "check-again", onclick: () => check(true) },
+      "I've allowed it",
+    ),
+    help,
+    still,
   );
   const closeDialog = openDialog(dialog);
   let status = null;

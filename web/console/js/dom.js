@@ -53,6 +53,16 @@ export const statusWords = {
   Completed: "Completed",
 };
 
+/** The ids of the jobs this browser has shown under `key` (kept in localStorage), newest first, at most 20. */
+export function remembered(key) {
+  return {
+    all: () => JSON.parse(localStorage.getItem(key) ?? "[]"),
+    add(id) {
+      localStorage.setItem(key, JSON.stringify([id, ...this.all().filter((kept) => kept !== id)].slice(0, 20)));
+    },
+  };
+}
+
 /** A status line that screen readers announce when it changes. */
 export function liveRegion(id, text = "") {
   return el("p", { id, class: "status", role: "status", "aria-live": "polite" }, text);
@@ -63,7 +73,13 @@ export function showError(region, error) {
   region.textContent = error.message ?? String(error);
 }
 
-/** Shows a modal dialog (`backdrop` holds it): the page behind is inert, the dialog's first button takes the
+/** A modal dialog (`role` "dialog" or "alertdialog" among `attributes`) in the backdrop that covers the page. */
+export function modal(attributes, ...children) {
+  const dialog = el("section", { class: "dialog", "aria-modal": "true", ...attributes }, ...children);
+  return el("div", { class: "backdrop" }, dialog);
+}
+
+/** Shows a `modal` dialog (`backdrop` holds it): the page behind is inert, the dialog's first button takes the
  * focus, and closing gives the focus back to where it was. Returns the function that closes it. */
 export function openDialog(backdrop) {
   const returnTo = document.activeElement;

@@ -143,9 +143,12 @@ export class TrackingPanel {
     if (!target || this.destination || !this.map) return;
     this.destination = dot(this.map, target, { color: "#b3261e", label: target.label ?? "Destination" });
     this.destination.getElement()?.setAttribute("data-test", "destination-marker");
-    if (this.courier) {
-      this.map.fitBounds([this.courier.getLatLng(), this.destination.getLatLng()], { padding: [40, 40], maxZoom: 16 });
-    }
+    if (this.courier) this.frame(this.courier.getLatLng());
+  }
+
+  /** Shows the courier at `at` and the destination together. */
+  frame(at) {
+    this.map.fitBounds([at, this.destination.getLatLng()], { padding: [40, 40], maxZoom: 16 });
   }
 
   move(position) {
@@ -158,7 +161,7 @@ export class TrackingPanel {
       this.courier = dot(this.map, position, { color: "#0b57d0", label: this.courierWord });
       this.courier.getElement()?.setAttribute("data-test", "courier-marker");
       // The first position frames the courier and the destination together.
-      if (this.destination) this.map.fitBounds([at, this.destination.getLatLng()], { padding: [40, 40], maxZoom: 16 });
+      if (this.destination) this.frame(at);
       else this.map.setView(at, 15);
     } else {
       this.courier.setLatLng(at);

@@ -4,7 +4,7 @@
 import { ack } from "./api.js";
 import { ChatPanel } from "./chat.js";
 import { currentFix, openCamera, PermissionDenied, permissionScreen, PositionSender } from "./device.js";
-import { el, liveRegion, openDialog, rupees, showError } from "./dom.js";
+import { el, liveRegion, modal, openDialog, rupees, showError } from "./dom.js";
 
 /** A pickup confirmed while offline waits here (with its Idempotency-Key) until the network is back. */
 const PENDING_PICKUP_KEY = "pending-pickup";
@@ -117,39 +117,32 @@ export async function riderScreen(screen, { api, claims }) {
       { type: "button", hidden: true, "data-test": "dismiss-offer", onclick: () => close() },
       "Dismiss",
     );
-    const dialog = el(
-      "div",
-      { class: "backdrop" },
+    const dialog = modal(
+      {
+        role: "dialog",
+        "aria-labelledby": "offer-title",
+        "data-test": "offer",
+        "data-offer-id": received.offerId,
+      },
+      el("h2", { id: "offer-title" }, `New delivery offer: earn ${rupees(received.earnings.amount)}`),
       el(
-        "section",
-        {
-          class: "dialog",
-          role: "dialog",
-          "aria-modal": "true",
-          "aria-labelledby": "offer-title",
-          "data-test": "offer",
-          "data-offer-id": received.offerId,
-        },
-        el("h2", { id: "offer-title" }, `New delivery offer: earn ${rupees(received.earnings.amount)}`),
-        el(
-          "dl",
-          { class: "facts" },
-          el("dt", {}, "Pick up at"),
-          el("dd", { "data-test": "offer-vendor" }, `${received.vendor.name}, ${received.vendor.address}`),
-          el("dt", {}, "Deliver to"),
-          el("dd", { "data-test": "offer-area" }, received.deliveryArea),
-          el("dt", {}, "To the store"),
-          el("dd", {}, `${received.distanceKm.toFixed(1)} km`),
-          el("dt", {}, "Whole trip"),
-          el("dd", {}, `${received.tripDistanceKm.toFixed(1)} km`),
-          el("dt", {}, "Earnings"),
-          el("dd", { "data-test": "offer-earnings" }, rupees(received.earnings.amount)),
-        ),
-        countdown,
-        bar,
-        el("div", { class: "actions" }, accept, reject, dismiss),
-        outcome,
+        "dl",
+        { class: "facts" },
+        el("dt", {}, "Pick up at"),
+        el("dd", { "data-test": "offer-vendor" }, `${received.vendor.name}, ${received.vendor.address}`),
+        el("dt", {}, "Deliver to"),
+        el("dd", { "data-test": "offer-area" }, received.deliveryArea),
+        el("dt", {}, "To the store"),
+        el("dd", {}, `${received.distanceKm.toFixed(1)} km`),
+        el("dt", {}, "Whole trip"),
+        el("dd", {}, `${received.tripDistanceKm.toFixed(1)} km`),
+        el("dt", {}, "Earnings"),
+        el("dd", { "data-test": "offer-earnings" }, rupees(received.earnings.amount)),
       ),
+      countdown,
+      bar,
+      el("div", { class: "actions" }, accept, reject, dismiss),
+      outcome,
     );
     function tick() {
       const left = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
@@ -393,19 +386,14 @@ export async function riderScreen(screen, { api, claims }) {
         0.85,
       );
     };
-    const dialog = el(
-      "div",
-      { class: "backdrop" },
+    const dialog = modal(
+      { role: "dialog", "aria-label": "Proof photo" },
+      video,
       el(
-        "section",
-        { class: "dialog", role: "dialog", "aria-modal": "true", "aria-label": "Proof photo" },
-        video,
-        el(
-          "div",
-          { class: "actions" },
-          el("button", { type: "button", onclick: capture }, "Capture"),
-          el("button", { type: "button", class: "secondary", onclick: () => stop() }, "Cancel"),
-        ),
+        "div",
+        { class: "actions" },
+        el("button", { type: "button", onclick: capture }, "Capture"),
+        el("button", { type: "button", class: "secondary", onclick: () => stop() }, "Cancel"),
       ),
     );
     const closeDialog = openDialog(dialog);

@@ -3,14 +3,13 @@
 // completed.
 import { ApiError } from "./api.js";
 import { currentFix, PermissionDenied, permissionScreen, PositionSender } from "./device.js";
-import { el, liveRegion, lookupForm, showError, statusWords } from "./dom.js";
+import { el, liveRegion, lookupForm, remembered, showError, statusWords } from "./dom.js";
 
 export async function technicianScreen(screen, { api, claims }) {
   const orders = api.socket("orders");
   const tracking = api.socket("tracking");
   const positions = new PositionSender(tracking, () => permissionScreen("geolocation"));
-  const key = `visits:${claims.sub}`;
-  const kept = () => JSON.parse(localStorage.getItem(key) ?? "[]");
+  const kept = remembered(`visits:${claims.sub}`);
   const cards = new Map();
   const travelling = new Set();
 
@@ -41,7 +40,7 @@ export async function technicianScreen(screen, { api, claims }) {
   }
 
   function show(visit) {
-    localStorage.setItem(key, JSON.stringify([visit.id, ...kept().filter((id) => id !== visit.id)].slice(0, 20)));
+    kept.add(visit.id);
     let card = cards.get(visit.id);
     if (!card) {
       card = {
@@ -129,7 +128,7 @@ export async function technicianScreen(screen, { api, claims }) {
   orders.on("order_update", (update) => {
     if (update.type.startsWith("ServiceRequest")) load(update.orderId);
   });
-  orders.on("connect", ({ recovered }) => recovered || kept().forEach((id) => load(id)));
+  orders.on("connect", ({ recovered }) => recovered || kept.all().forEach((id) => load(id)));
   return () => {
     positions.stop();
     [orders, tracking].forEach((socket) => socket.disconnect());

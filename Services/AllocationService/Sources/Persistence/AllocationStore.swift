@@ -208,12 +208,10 @@ struct AllocationStore: Sendable {
         for try await (id, status, lat, lng, accuracy, recordedAt, orderId, offlineReason)
             in rows.decode((String, RiderStatus, Double?, Double?, Double?, Date?, String?, OfflineReason?).self)
         {
-            var location: RiderLocation?
-            if let lat, let lng, let accuracy, let recordedAt {
-                location = RiderLocation(lat: lat, lng: lng, accuracyMeters: accuracy, recordedAt: recordedAt)
-            }
             return RiderView(
-                riderId: id, status: status, location: location, currentOrderId: orderId,
+                riderId: id, status: status,
+                location: Self.location(lat: lat, lng: lng, accuracy: accuracy, recordedAt: recordedAt),
+                currentOrderId: orderId,
                 offlineReason: status == .offline ? offlineReason : nil)
         }
         return nil
@@ -230,14 +228,17 @@ struct AllocationStore: Sendable {
         for try await (id, name, status, lat, lng, accuracy, recordedAt, orderId)
             in rows.decode((String, String, RiderStatus, Double?, Double?, Double?, Date?, String?).self)
         {
-            var location: RiderLocation?
-            if let lat, let lng, let accuracy, let recordedAt {
-                location = RiderLocation(lat: lat, lng: lng, accuracyMeters: accuracy, recordedAt: recordedAt)
-            }
+            let location = Self.location(lat: lat, lng: lng, accuracy: accuracy, recordedAt: recordedAt)
             riders.append(
                 OnDutyRider(riderId: id, name: name, status: status, location: location, currentOrderId: orderId))
         }
         return riders
+    }
+
+    /// A rider row's fix, when it has one (its columns are all set or all NULL).
+    private static func location(lat: Double?, lng: Double?, accuracy: Double?, recordedAt: Date?) -> RiderLocation? {
+        guard let lat, let lng, let accuracy, let recordedAt else { return nil }
+        return RiderLocation(lat: lat, lng: lng, accuracyMeters: accuracy, recordedAt: recordedAt)
     }
 
     /// The rider is online at `location` (one holding an offer stays offered).
