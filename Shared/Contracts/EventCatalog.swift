@@ -12,7 +12,7 @@ package enum EventCatalog {
         OfferSent.self, OfferAccepted.self, OfferRejected.self, OperatorAssignedRider.self,
         OperatorReleasedOrder.self, AllocationFailed.self,
         PositionUpdated.self, TrackingStarted.self, TrackingStopped.self,
-        ChatMessageSent.self, ChatClosed.self,
+        ChatMessageSent.self, ChatAccessRevoked.self, ChatClosed.self,
         PushRequested.self, PushSent.self, PushFailed.self,
     ]
 

@@ -36,6 +36,17 @@ struct ChatRulesTests {
         }
     }
 
+    @Test("a socket stays in a room while its user may read it: a rider re-assigned away or released does not")
+    func staying() {
+        #expect(ChatRules.mayStay(in: Self.room(.open), userId: Self.rider.userId, role: .rider))
+        #expect(ChatRules.mayStay(in: Self.room(.closed), userId: Self.rider.userId, role: .rider))
+        #expect(ChatRules.mayStay(in: Self.room(.open), userId: Self.admin.userId, role: .admin))
+        #expect(
+            !ChatRules.mayStay(in: Self.room(.waitingForRider, rider: false), userId: Self.rider.userId, role: .rider))
+        #expect(!ChatRules.mayStay(in: Self.room(.open), userId: Self.stranger.userId, role: .customer))
+        #expect(!ChatRules.mayStay(in: nil, userId: Self.customer.userId, role: .customer))
+    }
+
     @Test("only participants write, and only while the room is open; admins only read")
     func sending() throws {
         try ChatRules.requireSend(Self.room(.open), by: Self.customer)

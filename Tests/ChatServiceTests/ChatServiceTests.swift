@@ -18,7 +18,7 @@ struct ChatServiceTests {
         private static let shared = SuiteShared {
             Harness(
                 port: try await startSuiteService(
-                    ChatService.self, extra: ["CHAT_RATE_LIMIT_PER_SECOND": "50", "CHAT_RATE_LIMIT_BURST": "50"]
+                    ChatService.self, extra: ["CHAT_RATE_LIMIT_PER_SECOND": "1000", "CHAT_RATE_LIMIT_BURST": "1000"]
                 ).port
             )
         }
@@ -127,8 +127,34 @@ struct ChatServiceTests {
         #expect(Self.code(result["old_send"]) == "FORBIDDEN")
         #expect(result["new_join"]?["ok"] == .bool(true))
         #expect(result["new_join"]?["rider"]?["id"] == .string(newRiderId))
-        #expect(result["new_got"]?[0]?["text"] == .string("Hi Ria"))
+        #expect(result["new_got"]?[0]?["text"] == .string("Hi Ria"), "\(result)")
         #expect(result["old_got"] == .array([]))
+    }
+
+    @Test("a rider joining as fast as the acknowledgements come back while re-assigned away does not stay in the room")
+    func reassignmentRace() async throws {
+        let harness = try await Harness.get()
+        let (customerId, riderId, newRiderId) = (uniqueName("customer"), uniqueName("rider"), uniqueName("rider"))
+        let result = try await harness.scenario(
+            "reassign_race",
+            [
+                "tries": "16", "customerId": customerId, "riderId": riderId, "newRiderId": newRiderId,
+                "customerToken": try await TestAuth.token(customerId, .customer, name: "Asha"),
+                "riderToken": try await TestAuth.token(riderId, .rider, name: "Ravi"),
+                "newRiderToken": try await TestAuth.token(newRiderId, .rider, name: "Ria"),
+            ]
+        )
+        let tries = result["tries"]?.arrayValue ?? []
+        #expect(tries.count == 16)
+        for (index, outcome) in tries.enumerated() {
+            #expect(outcome["newGot"] == .array([.string("Hi Ria")]), "try \(index): \(outcome)")
+            #expect(outcome["oldGot"] == .array([]), "try \(index): the old rider kept reading: \(outcome)")
+            #expect(outcome["recoveringGot"] == .array([]), "try \(index): a recovered socket kept reading: \(outcome)")
+            #expect((outcome["recovered"]?.doubleValue ?? 0) > 0, "try \(index): no recovery was tried: \(outcome)")
+            #expect(outcome["revoked"] == .number("1"), "try \(index): \(outcome)")
+            #expect(Self.code(outcome["lastJoin"]) == "FORBIDDEN", "try \(index): \(outcome)")
+            #expect(Self.code(outcome["oldSend"]) == "FORBIDDEN", "try \(index): \(outcome)")
+        }
     }
 
     @Test(

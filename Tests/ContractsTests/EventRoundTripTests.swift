@@ -63,6 +63,7 @@ struct EventRoundTripTests {
             text: "Please leave it at the door \u{1F6AA}", clientMessageId: "cm-1", sentAt: date,
             originInstanceId: "chat-1"
         ),
+        ChatAccessRevoked(orderId: "o-1", riderId: "r-1", revokedAt: date),
         ChatClosed(orderId: "o-1", reason: "OrderDelivered", closedAt: date),
         PushRequested(
             notificationId: "n-1", userId: "c-1", kind: "order_picked_up", title: "On the way",

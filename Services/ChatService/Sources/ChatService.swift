@@ -46,6 +46,9 @@ package enum ChatService: ServiceDefinition {
         namespace.checkRecoveredRooms { user, socketId, rooms in
             await handlers.recoveredRooms(user: user, socketId: socketId, rooms: rooms)
         }
+        namespace.onConnect { socket in
+            if socket.recovered { await handlers.recheckRooms(of: socket) }
+        }
         namespace.forgetPresenceOnDisconnect(workflow.presence, database: platform.database, logger: platform.logger)
         namespace.reportAppState(to: workflow.presence, database: platform.database)
 
@@ -56,9 +59,6 @@ package enum ChatService: ServiceDefinition {
             name: "chat-fanout", topics: [.chatMessages], replay: realtime.replayWithinDedupe
         ) { event in
             try await handlers.fanOut(event)
-        }
-        platform.addStreamConsumer(name: "chat-access", topics: [.ordersEvents]) { event in
-            try await handlers.revoke(event)
         }
         platform.keepFresh(workflow.presence, of: namespace, instanceId: realtime.socketIO.instanceId)
         let logger = platform.logger

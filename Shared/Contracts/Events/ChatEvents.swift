@@ -33,6 +33,22 @@ package struct ChatMessageSent: EventPayload {
     }
 }
 
+/// A rider lost an order's chat (re-assigned away, or the order went back to allocation): written in the same
+/// transaction as chat's room changes, so every instance removes the rider's sockets only once the change is
+/// committed and no join can let them back in.
+package struct ChatAccessRevoked: EventPayload {
+    package static let eventType = "ChatAccessRevoked"
+    package static let topic = Topic.chatMessages
+    package var orderId: String
+    package var riderId: String
+    package var revokedAt: Date
+    package init(orderId: String, riderId: String, revokedAt: Date) {
+        self.orderId = orderId
+        self.riderId = riderId
+        self.revokedAt = revokedAt
+    }
+}
+
 /// The order ended; its chat is read-only from now on.
 package struct ChatClosed: EventPayload {
     package static let eventType = "ChatClosed"

@@ -4,17 +4,21 @@ The order lifecycle arrives on orders.events exactly as the order service publis
 those events themselves (as the order service would). Each prints one JSON object with what the clients saw.
   chat_scenarios.py conversation CONFIG_JSON
   chat_scenarios.py reassign CONFIG_JSON
+  chat_scenarios.py reassign_race CONFIG_JSON   (config tries: how many orders at once)
   chat_scenarios.py offline CONFIG_JSON
   chat_scenarios.py thousand CONFIG_JSON   (two instances: config url and secondUrl)
 """
 import json
 import os
 import sys
+import threading
 import time
+import uuid
 
 import requests
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from recovering_client import RecoveringSocket  # noqa: E402
 from scenario_kit import Orders, SocketClient  # noqa: E402
 
 NS = "/chat"
@@ -32,6 +36,15 @@ class ChatClient(SocketClient):
             if "error" not in answer or answer["error"]["code"] != "CHAT_NOT_AVAILABLE" or time.time() > deadline:
                 return answer
             time.sleep(0.2)
+
+    def join_when_rider(self, order, rider_id, seconds=20):
+        """Joins once the room names `rider_id` as its rider (the projection follows orders.events)."""
+        deadline = time.time() + seconds
+        while True:
+            answer = self.call("join", {"orderId": order})
+            if answer.get("rider", {}).get("id") == rider_id or time.time() > deadline:
+                return answer
+            time.sleep(0.1)
 
 
 def history(config, token, limit):
@@ -125,13 +138,90 @@ def reassign(config):
         if "error" not in result["new_join"] or time.time() > deadline:
             break
         time.sleep(0.2)
-    customer.call("message", {"orderId": config["orderId"], "clientMessageId": "c-1", "text": "Hi Ria"})
+    result["customer_ack"] = customer.call("message", {"orderId": config["orderId"], "clientMessageId": "c-1", "text": "Hi Ria"})
     result["new_got"] = new.wait_for("message", 1)
     time.sleep(0.5)
     result["old_got"] = old.received("message")
     for client in (customer, old, new):
         client.close()
     print(json.dumps(result))
+
+
+def reassign_race(config):
+    """Issue 34's probe: while an order is re-assigned, the old rider's app sends `join` as fast as the
+    acknowledgements come back. Once a join is refused (the room's projection changed) the joining stops; then the
+    new rider joins and the customer writes. The old rider's socket must not get that message, however the joins
+    and the revocation interleaved; nor must a second socket of theirs whose connection keeps dropping and being
+    recovered meanwhile (a recovered session's rooms are checked again). `tries` orders run at once, each with its
+    own sockets."""
+    tries = int(config["tries"])
+    outcomes = [None] * tries
+
+    def attempt(index):
+        order = str(uuid.uuid4())
+        orders = Orders({**config, "orderId": order})
+        orders.created()
+        orders.assigned(config["riderId"], "Ravi")
+        customer = ChatClient(config["url"], config["customerToken"])
+        old = ChatClient(config["url"], config["riderToken"])
+        new = ChatClient(config["url"], config["newRiderToken"])
+        try:
+            customer.join_when_open(order)
+            old.join_when_open(order)
+            recovering = RecoveringSocket(config["url"], NS, {"token": config["riderToken"]})
+            recovering.call("join", {"orderId": order})
+            answers, recoveries = [], []
+            stop = threading.Event()
+
+            def keep_recovering():
+                while not stop.is_set():
+                    recovering.reconnect()
+                    recoveries.append(recovering.recovered)
+
+            def keep_joining():
+                while not stop.is_set():
+                    answer = old.call("join", {"orderId": order})
+                    answers.append(answer)
+                    if answer.get("error", {}).get("code") == "FORBIDDEN":
+                        return
+
+            joiner, recoverer = threading.Thread(target=keep_joining), threading.Thread(target=keep_recovering)
+            joiner.start()
+            recoverer.start()
+            orders.reassigned(config["newRiderId"], "Ria", config["riderId"])
+            joiner.join(20)
+            time.sleep(0.3)
+            stop.set()
+            recoverer.join(20)
+            deadline = time.time() + 20
+            while not [r for r in old.received("access_revoked") if r["orderId"] == order] and time.time() < deadline:
+                time.sleep(0.02)
+            # The rider's sockets get access_revoked for each of their orders (this scenario runs several at once).
+            revoked = [r for r in old.received("access_revoked") if r["orderId"] == order]
+            new.join_when_rider(order, config["newRiderId"])
+            time.sleep(0.5)
+            customer.call("message", {"orderId": order, "clientMessageId": "after", "text": "Hi Ria"})
+            new.wait_for("message", 1)
+            time.sleep(0.5)
+            outcomes[index] = {
+                "joins": len(answers), "acceptedJoins": sum(1 for answer in answers if answer.get("ok")),
+                "lastJoin": answers[-1] if answers else None, "revoked": len(revoked),
+                "newGot": [message["text"] for message in new.received("message")],
+                "oldGot": [message["text"] for message in old.received("message")],
+                "recoveries": len(recoveries), "recovered": sum(recoveries),
+                "recoveringGot": [message["text"] for message in recovering.received("message")],
+                "oldSend": old.call("message", {"orderId": order, "clientMessageId": "o-1", "text": "still here?"}),
+            }
+        finally:
+            for client in (customer, old, new, recovering):
+                client.close()
+
+    threads = [threading.Thread(target=attempt, args=(index,)) for index in range(tries)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(json.dumps({"tries": outcomes}))
 
 
 def offline(config):
@@ -202,5 +292,5 @@ def thousand(config):
 
 
 if __name__ == "__main__":
-    {"conversation": conversation, "reassign": reassign, "offline": offline, "thousand": thousand}[sys.argv[1]](
-        json.loads(sys.argv[2]))
+    {"conversation": conversation, "reassign": reassign, "reassign_race": reassign_race, "offline": offline,
+     "thousand": thousand}[sys.argv[1]](json.loads(sys.argv[2]))

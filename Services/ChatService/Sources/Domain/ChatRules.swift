@@ -40,6 +40,12 @@ package enum ChatRules {
         return access
     }
 
+    /// Whether a socket of `userId` (a `role`) may stay in the Socket.IO room of `room`: they may still read it.
+    package static func mayStay(in room: ChatRoom?, userId: String, role: Role) -> Bool {
+        guard let room else { return false }
+        return room.access(for: userId, role: role) != .none
+    }
+
     /// Checks that `identity` may write in `room` now.
     package static func requireSend(_ room: ChatRoom?, by identity: Identity) throws(ChatRuleViolation) {
         let access = try requireJoin(room, by: identity)

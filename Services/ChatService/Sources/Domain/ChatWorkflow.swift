@@ -39,18 +39,35 @@ package struct ChatWorkflow: Sendable {
     }
 
     /// Lets socket `socketId` of `identity` into the room of `orderId` and records its presence.
-    package func join(orderId: String, identity: Identity, socketId: String, instanceId: String) async throws
-        -> Joined
-    {
+    ///
+    /// `admit` puts the socket in the room while the room's row is share-locked, before the transaction commits. A
+    /// change of the room's rider waits for that lock, so either it commits after the socket is in the room (and
+    /// the ``ChatAccessRevoked`` it writes finds the socket there) or it committed first and the join is refused.
+    package func join(
+        orderId: String, identity: Identity, socketId: String, instanceId: String,
+        admit: @Sendable () -> Void = {}
+    ) async throws -> Joined {
         try await database.transaction { connection in
-            let room = try await store.room(orderId, on: connection)
+            let room = try await store.room(orderId, lock: .share, on: connection)
             let access = try ChatRules.requireJoin(room, by: identity)
             let history = try await store.messages(
                 orderId: orderId, before: nil, limit: ChatLimits.joinHistory, on: connection)
             try await presence.enter(
                 socketId: socketId, room: orderId, userId: identity.userId, instanceId: instanceId, now: now(),
                 on: connection)
+            admit()
             return Joined(access: access, rider: room?.rider, history: history.reversed())
+        }
+    }
+
+    /// Runs `decide` with the room of `orderId` as last committed (nil if there is none), its row share-locked
+    /// until `decide` has returned: a change of the room's rider cannot commit in between, so what `decide` does
+    /// about a user's sockets holds for the access it read.
+    package func withRoomLocked<Decision: Sendable>(
+        _ orderId: String, _ decide: @Sendable (ChatRoom?) -> Decision
+    ) async throws -> Decision {
+        try await database.transaction { connection in
+            decide(try await store.room(orderId, lock: .share, on: connection))
         }
     }
 
@@ -122,19 +139,24 @@ package struct ChatWorkflow: Sendable {
         }
     }
 
-    /// orders.events, once per service (inbox): keep rooms in step with orders; close them with a system message.
+    /// orders.events, once per service (inbox): keep rooms in step with orders; close them with a system message. A
+    /// rider who loses the room gets a ``ChatAccessRevoked`` in the same transaction.
     package func project(_ event: DecodedEvent, on connection: PostgresConnection) async throws {
         switch event.payload {
         case let created as OrderCreated:
             try await store.openRoom(orderId: created.orderId, customerId: created.customerId, on: connection)
         case let assigned as RiderAssigned:
-            _ = try await store.assign(
+            let previous = try await store.assign(
                 assigned.rider, orderId: assigned.orderId, customerId: assigned.customerId, on: connection)
+            try await revoke(previous, unlessItIs: assigned.rider, orderId: assigned.orderId, on: connection)
         case let reassigned as RiderReassigned:
-            _ = try await store.assign(
+            let previous = try await store.assign(
                 reassigned.rider, orderId: reassigned.orderId, customerId: reassigned.customerId, on: connection)
+            try await revoke(previous, unlessItIs: reassigned.rider, orderId: reassigned.orderId, on: connection)
         case let unassigned as RiderUnassigned:
-            try await store.unassign(orderId: unassigned.orderId, customerId: unassigned.customerId, on: connection)
+            let previous = try await store.unassign(
+                orderId: unassigned.orderId, customerId: unassigned.customerId, on: connection)
+            try await revoke(previous, unlessItIs: nil, orderId: unassigned.orderId, on: connection)
         case let delivered as OrderDelivered:
             try await close(
                 delivered.orderId, customerId: delivered.customerId, reason: "OrderDelivered", on: connection)
@@ -144,6 +166,16 @@ package struct ChatWorkflow: Sendable {
         default:
             break
         }
+    }
+
+    /// Announces that `previous` lost the room of `orderId`, unless they are its rider still (`current`).
+    private func revoke(
+        _ previous: PersonRef?, unlessItIs current: PersonRef?, orderId: String, on connection: PostgresConnection
+    ) async throws {
+        guard let previous, previous.id != current?.id else { return }
+        try await outbox.enqueue(
+            ChatAccessRevoked(orderId: orderId, riderId: previous.id, revokedAt: now()), aggregateId: orderId,
+            on: connection, logger: logger)
     }
 
     private func close(_ orderId: String, customerId: String, reason: String, on connection: PostgresConnection)

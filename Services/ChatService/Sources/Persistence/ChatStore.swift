@@ -31,7 +31,7 @@ package struct ChatStore: Sendable {
         -> PersonRef?
     {
         try await openRoom(orderId: orderId, customerId: customerId, on: connection)
-        let previous = try await room(orderId, forUpdate: true, on: connection)?.rider
+        let previous = try await room(orderId, lock: .update, on: connection)?.rider
         try await connection.queryWhileOpen(
             """
             UPDATE chat_rooms SET rider_id = \(rider.id), rider_name = \(rider.name),
@@ -43,9 +43,12 @@ package struct ChatStore: Sendable {
     }
 
     /// The room waits for a rider again (an operator took the order back to allocation); a closed room stays
-    /// closed.
-    package func unassign(orderId: String, customerId: String, on connection: PostgresConnection) async throws {
+    /// closed. Returns the rider it had before.
+    package func unassign(orderId: String, customerId: String, on connection: PostgresConnection) async throws
+        -> PersonRef?
+    {
         try await openRoom(orderId: orderId, customerId: customerId, on: connection)
+        let previous = try await room(orderId, lock: .update, on: connection)?.rider
         try await connection.queryWhileOpen(
             """
             UPDATE chat_rooms SET rider_id = NULL, rider_name = NULL,
@@ -53,6 +56,7 @@ package struct ChatStore: Sendable {
             WHERE order_id = \(orderId)
             """, logger: logger
         )
+        return previous
     }
 
     /// Closes the room at `now` with a system message; nil if it was already closed (or never existed).
@@ -75,12 +79,23 @@ package struct ChatStore: Sendable {
         ).message
     }
 
-    package func room(_ orderId: String, forUpdate: Bool = false, on connection: PostgresConnection) async throws
+    /// How a read of a room locks its row until the transaction ends.
+    package enum RowLock: String, Sendable {
+        /// No lock.
+        case none = ""
+        /// Shared: the room's rider and status cannot change meanwhile (a join's access check holds it until the
+        /// socket is in the room).
+        case share = " FOR SHARE"
+        /// Exclusive: for a change of the room.
+        case update = " FOR UPDATE"
+    }
+
+    package func room(_ orderId: String, lock: RowLock = .none, on connection: PostgresConnection) async throws
         -> ChatRoom?
     {
         var query: PostgresQuery =
             "SELECT order_id, customer_id, rider_id, rider_name, status FROM chat_rooms WHERE order_id = \(orderId)"
-        if forUpdate { query.sql += " FOR UPDATE" }
+        query.sql += lock.rawValue
         let rows = try await connection.queryWhileOpen(query, logger: logger)
         for try await (orderId, customerId, riderId, riderName, status) in rows.decode(
             (String, String, String?, String?, ChatRoom.Status).self)

@@ -47,14 +47,23 @@ package struct ChatHandlers: Sendable {
     func join(_ socket: SocketIOSocket, _ request: JoinRequest) async throws -> JoinReply {
         guard let identity = socket.identity else { throw APIError.unauthorized("not signed in") }
         let orderId = try Validate.identifier(request.orderId, "orderId")
-        let joined = try await workflow.join(
-            orderId: orderId, identity: identity, socketId: socket.id, instanceId: instanceId)
-        socket.join(Self.room(orderId))
+        let room = Self.room(orderId)
+        let joined: ChatWorkflow.Joined
+        do {
+            joined = try await workflow.join(
+                orderId: orderId, identity: identity, socketId: socket.id, instanceId: instanceId
+            ) { socket.join(room) }
+        } catch {
+            // Refused, or not confirmed: a socket in the room from an earlier join does not stay there.
+            socket.leave(room)
+            throw error
+        }
         return JoinReply(readOnly: joined.access == .readOnly, rider: joined.rider, messages: joined.history)
     }
 
     /// A socket being recovered gets back the chat rooms it may still read (a rider re-assigned away while their
-    /// connection was down does not), and is present in them again.
+    /// connection was down does not), and is present in them again. Checked before the socket is back in its rooms
+    /// (so it is not sent what it missed in a room it lost); ``recheckRooms(of:)`` closes the gap after.
     func recoveredRooms(user: any SocketIOUser, socketId: String, rooms: Set<String>) async -> Set<String> {
         guard let identity = user as? Identity else { return [] }
         var allowed = Set<String>()
@@ -71,6 +80,34 @@ package struct ChatHandlers: Sendable {
             }
         }
         return allowed
+    }
+
+    /// A recovered socket, now back in its rooms, leaves each chat room its user lost between the check of
+    /// ``recoveredRooms(user:socketId:rooms:)`` and its return (a re-assignment whose ``ChatAccessRevoked`` was
+    /// handled in between found no socket to remove), and is told with `access_revoked`. A room whose access
+    /// cannot be read now is left too: the app joins it again.
+    func recheckRooms(of socket: SocketIOSocket) async {
+        guard let identity = socket.identity else { return }
+        for room in socket.rooms where room.hasPrefix(Self.roomPrefix) {
+            let orderId = String(room.dropFirst(Self.roomPrefix.count))
+            do {
+                let kept = try await workflow.withRoomLocked(orderId) { current in
+                    guard ChatRules.mayStay(in: current, userId: identity.userId, role: identity.role) else {
+                        socket.leave(room)
+                        return false
+                    }
+                    return true
+                }
+                if !kept {
+                    await namespace.emit("access_revoked", Revoked(orderId: orderId), toRoom: socket.id)
+                }
+            } catch {
+                socket.leave(room)
+                logger.warning(
+                    "could not check a recovered socket's chat room; it left the room",
+                    metadata: ["error": "\(error)", "socket.id": "\(socket.id)", "order.id": "\(orderId)"])
+            }
+        }
     }
 
     func leave(_ socket: SocketIOSocket, _ request: JoinRequest) async throws -> Left {
@@ -113,7 +150,7 @@ package struct ChatHandlers: Sendable {
     struct Revoked: Codable, Sendable { var orderId: String }
 
     /// chat.messages, on every instance: emits the messages no instance emitted when they were sent, and each
-    /// closing; the realtime log delivers the first emit of each.
+    /// closing; the realtime log delivers the first emit of each. Takes a rider who lost a room out of it.
     func fanOut(_ event: DecodedEvent) async throws {
         if let sent = event.payload(as: ChatMessageSent.self) {
             // The sending instance emitted it at once (its queue to the log is retried until the broker takes it);
@@ -129,6 +166,8 @@ package struct ChatHandlers: Sendable {
                 "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(sent.orderId)],
                 except: Set([sent.originSocketId].compactMap { $0 }), dedupeKey: sent.messageId
             )
+        } else if let revoked = event.payload(as: ChatAccessRevoked.self) {
+            try await revoke(revoked, eventId: event.header.eventId)
         } else if let closed = event.payload(as: ChatClosed.self) {
             await namespace.emit(
                 "chat_closed", try SocketIOArguments(encoding: Closed(orderId: closed.orderId)),
@@ -136,24 +175,21 @@ package struct ChatHandlers: Sendable {
         }
     }
 
-    /// orders.events, on every instance: a rider re-assigned away, or released by an operator, loses the room at
-    /// once.
-    func revoke(_ event: DecodedEvent) async throws {
-        let orderId: String
-        let previousRiderId: String
-        switch event.payload {
-        case let reassigned as RiderReassigned:
-            (orderId, previousRiderId) = (reassigned.orderId, reassigned.previousRiderId)
-        case let unassigned as RiderUnassigned:
-            (orderId, previousRiderId) = (unassigned.orderId, unassigned.previousRiderId)
-        default: return
+    /// A rider who lost a room, on every instance: unless the room is theirs again, their sockets here leave it,
+    /// with the room's row locked so that no join of theirs is admitted meanwhile; their apps get `access_revoked`
+    /// (once, whichever instance emits it first; replayed to a phone that recovers its session).
+    func revoke(_ revoked: ChatAccessRevoked, eventId: UUID) async throws {
+        let room = Self.room(revoked.orderId)
+        let lost = try await workflow.withRoomLocked(revoked.orderId) { current in
+            guard !ChatRules.mayStay(in: current, userId: revoked.riderId, role: .rider) else { return false }
+            for socket in namespace.sockets(in: room) where socket.identity?.userId == revoked.riderId {
+                socket.leave(room)
+            }
+            return true
         }
-        let room = Self.room(orderId)
-        let arguments = try SocketIOArguments(encoding: Revoked(orderId: orderId))
-        for socket in namespace.sockets(in: room) where socket.identity?.userId == previousRiderId {
-            socket.leave(room)
-            // To the socket's own room through the realtime log: replayed should its connection drop meanwhile.
-            await namespace.emit("access_revoked", arguments, toRooms: [socket.id])
-        }
+        guard lost else { return }
+        await namespace.emit(
+            "access_revoked", Revoked(orderId: revoked.orderId),
+            toRoom: SocketIONamespace.userRoom(revoked.riderId), dedupeKey: eventId.uuidString)
     }
 }
