@@ -80,8 +80,16 @@ package struct NULCharacterError: Error, CustomStringConvertible {
 /// ISO-8601 timestamps on the wire: UTC, millisecond precision, e.g. `2026-11-21T10:15:00.250Z`. A date is
 /// rounded to whole milliseconds both ways, so what is decoded equals what was encoded.
 package enum ISO8601 {
+    /// The instants a timestamp names: from the start of year 0 to the end of year 9999 (four-digit years).
+    package static let range =
+        Date(
+            timeIntervalSince1970: -62_167_219_200)...Date(
+            timeIntervalSince1970: 253_402_300_799.999)
+
+    /// The timestamp of `date`; one outside ``range`` gets a year of more than four digits (and one beyond 285
+    /// million years from 1970 that year's).
     package static func format(_ date: Date) -> String {
-        let totalMilliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        let totalMilliseconds = Int64(min(max((date.timeIntervalSince1970 * 1000).rounded(), -9e18), 9e18))
         var seconds = time_t(totalMilliseconds.floorDivided(by: 1000))
         let milliseconds = Int(totalMilliseconds - Int64(seconds) * 1000)
         var parts = tm()

@@ -333,6 +333,12 @@ struct AllocationServiceTests {
         let outOfRange = try await client.setAvailability(.online(at: (lat: 95, lng: 10)), token: rider)
         #expect(outOfRange.status == 400)
         #expect(outOfRange.errorCode == "VALIDATION_FAILED")
+        // A negative accuracy is no fix at all, not a precise one.
+        for accuracy in [-1, -1e308] {
+            let negative = try await client.setAvailability(.online(at: spot, accuracy: accuracy), token: rider)
+            #expect(negative.status == 400, "accuracy \(accuracy)")
+            #expect(negative.errorCode == "VALIDATION_FAILED", "accuracy \(accuracy)")
+        }
         #expect(try await client.get("/v1/riders/me/offer", token: rider).errorCode == "NO_ACTIVE_OFFER")
         for path in [
             "/v1/offers/not-an-id/accept", "/v1/offers/\(UUID())/accept", "/v1/offers/\(UUID())/reject",

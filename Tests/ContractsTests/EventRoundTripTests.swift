@@ -169,6 +169,11 @@ struct EventRoundTripTests {
         #expect(ISO8601.parse(ISO8601.format(date)).map(ISO8601.format) == "2026-11-21T10:15:00.123Z")
         #expect(ISO8601.format(Date(timeIntervalSince1970: -62_135_596_800)) == "0001-01-01T00:00:00.000Z")
         #expect(ISO8601.format(Date(timeIntervalSince1970: 253_402_300_800.007)) == "10000-01-01T00:00:00.007Z")
+        // Far beyond: no trap (a signed token's exp of 1e16 s once trapped here).
+        #expect(!ISO8601.format(Date(timeIntervalSince1970: 1e16)).isEmpty)
+        #expect(!ISO8601.format(Date(timeIntervalSince1970: -1e16)).isEmpty)
+        #expect(ISO8601.range.contains(Date(timeIntervalSince1970: 253_402_300_799.999)))
+        #expect(!ISO8601.range.contains(Date(timeIntervalSince1970: 253_402_300_800)))
         // The digit-by-digit formatting agrees with Foundation's across the years.
         let foundation = ISO8601DateFormatter()
         foundation.formatOptions = [.withInternetDateTime, .withFractionalSeconds]

@@ -29,7 +29,7 @@ struct TrackingRulesTests {
             Self.position(recordedAt: Self.now - .seconds(600)), now: Self.now, settings: Self.settings)
         let refused: [(CourierPosition, String)] = [
             (Self.position(lat: 91), "'position.lat' must be from -90 to 90"),
-            (Self.position(accuracy: -1), "'accuracyMeters' must be between 0 and 10000"),
+            (Self.position(accuracy: -1), "'accuracyMeters' must be from 0 to 10000"),
             (Self.position(recordedAt: Self.now + .seconds(31)), "'recordedAt' is in the future"),
             (Self.position(recordedAt: Self.now - .milliseconds(600_001)), "'recordedAt' is older than 600 s"),
         ]

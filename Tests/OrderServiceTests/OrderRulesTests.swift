@@ -190,4 +190,26 @@ struct ServiceRequestRulesTests {
             try ServiceRequestRules.apply(.cancel, to: request, by: OrderActor(id: "c1", role: .customer))
         }
     }
+
+    @Test(
+        "a page cursor is <microseconds>.<uuid> with a time from 1970 to the end of 9999; anything else is none",
+        arguments: [
+            ("0.00000000-0000-0000-0000-000000000000", true),
+            ("1764000000000000.3f2504e0-4f89-41d3-9a0c-0305e82c3301", true),
+            ("253402300799999999.3f2504e0-4f89-41d3-9a0c-0305e82c3301", true),
+            ("253402300800000000.3f2504e0-4f89-41d3-9a0c-0305e82c3301", false),
+            ("9223372036854775807.00000000-0000-0000-0000-000000000000", false),
+            ("-9223372036854775808.00000000-0000-0000-0000-000000000000", false),
+            ("-9000000000000000000.00000000-0000-0000-0000-000000000000", false),
+            ("-1.00000000-0000-0000-0000-000000000000", false),
+            ("9223372036854775808.00000000-0000-0000-0000-000000000000", false),
+            ("1.5.00000000-0000-0000-0000-000000000000", false),
+            ("12.not-a-uuid", false),
+            ("", false),
+        ])
+    func pageCursor(text: String, valid: Bool) {
+        let cursor = OrderPageCursor(text: text)
+        #expect((cursor != nil) == valid)
+        if let cursor { #expect(OrderPageCursor(text: cursor.text) == cursor) }
+    }
 }

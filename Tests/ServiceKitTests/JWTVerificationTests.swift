@@ -180,6 +180,11 @@ struct JWTVerificationTests {
             (60, Claims(now: fixedNow, iat: fixedNow + 30), nil),
             (60, Claims(now: fixedNow, iat: fixedNow + 61), .tokenNotYetValid),
             (60, Claims(now: fixedNow, nbf: fixedNow - 3600, iat: fixedNow - 3600), nil),
+            // Signed, but with times no timestamp names (formatting them into the refusal trapped before).
+            (60, Claims(now: fixedNow, exp: Date(timeIntervalSince1970: 1e16)), .invalidToken),
+            (60, Claims(now: fixedNow, exp: Date(timeIntervalSince1970: -1e16)), .invalidToken),
+            (60, Claims(now: fixedNow, nbf: Date(timeIntervalSince1970: 1e16)), .invalidToken),
+            (60, Claims(now: fixedNow, iat: Date(timeIntervalSince1970: -1e16)), .invalidToken),
         ] as [(Int, Claims, ErrorCode?)]
     )
     func clockSkew(leeway: Int, claims: Claims, refusal: ErrorCode?) async throws {

@@ -224,6 +224,15 @@ def test_RDR_016_AC_001_6_a_dashboard_that_was_offline_catches_up_with_its_order
     assert cast.admin.call("GET", f"/v1/vendors/{cast.vendor.id}/orders?limit=100")["orders"] == listed
 
     assert cast.vendor.refusal("GET", "/v1/vendors/me/orders?after=garbage") == (400, "VALIDATION_FAILED")
+    # A cursor's time out of range is no cursor (a probe's: Postgres answered "interval out of range", a 500); the
+    # extremes of the range page as any cursor does.
+    nil = "00000000-0000-0000-0000-000000000000"
+    for micros in ("9223372036854775807", "-9223372036854775808", "-9000000000000000000", "253402300800000000", "-1"):
+        assert cast.vendor.refusal("GET", f"/v1/vendors/me/orders?state=all&after={micros}.{nil}") == (
+            400, "VALIDATION_FAILED"), micros
+    assert cast.vendor.call("GET", f"/v1/vendors/me/orders?state=all&after=253402300799999999.{nil}")["orders"] == []
+    assert [o["id"] for o in cast.vendor.call("GET", f"/v1/vendors/me/orders?state=all&limit=100&after=0.{nil}")[
+        "orders"]] == [o["id"] for o in everything]
     assert cast.vendor.refusal("GET", "/v1/vendors/me/orders?limit=0") == (400, "VALIDATION_FAILED")
     assert cast.vendor.refusal("GET", "/v1/vendors/me/orders?state=old") == (400, "VALIDATION_FAILED")
     assert cast.vendor.refusal("GET", "/v1/vendors/someone-else/orders") == (403, "FORBIDDEN")

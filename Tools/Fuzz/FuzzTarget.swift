@@ -17,6 +17,12 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case json
     /// The order service's create-order body through the HTTP JSON decoder and the route's field checks.
     case httpJSON = "http-json"
+    /// A list's paging parameters as a client sends them: the orders' `after` cursor and a `limit`. A cursor that
+    /// parses is in range (Postgres answered 500 to one that was not) and round-trips; a limit is in range or 4xx.
+    case paging
+
+    /// The largest page size any list accepts.
+    static let largestPage = 1000
 
     /// Runs one input.
     func run(_ bytes: [UInt8]) throws(FuzzFailure) {
@@ -26,6 +32,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         case .socketIOPacket: try Self.socketIOPacket(bytes)
         case .json: try Self.json(bytes)
         case .httpJSON: try Self.httpJSON(bytes)
+        case .paging: try Self.paging(bytes)
         }
     }
 
@@ -98,6 +105,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
         do throws(APIError) {
             let input = try ContractRequestDecoder.decode(OrderRoutes.CreateOrder.self, from: Data(bytes))
             _ = try Validate.address(input.deliveryAddress, "deliveryAddress")
+            try Validate.amount(input.totalAmount, "totalAmount", maximum: 10_000_000)
             _ = try Validate.identifier(input.vendorId, "vendorId")
         } catch {
             guard (400..<500).contains(error.status.code) else {
@@ -107,6 +115,30 @@ enum FuzzTarget: String, CaseIterable, Sendable {
                 throw FuzzFailure("the error body does not encode: \(error.message.debugDescription)")
             }
         }
+    }
+}
+
+extension FuzzTarget {
+    fileprivate static func paging(_ bytes: [UInt8]) throws(FuzzFailure) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        if let cursor = OrderPageCursor(text: text) {
+            guard OrderPageCursor.plausibleMicros.contains(cursor.createdMicros) else {
+                throw FuzzFailure("a cursor out of range parsed: \(text.debugDescription)")
+            }
+            guard OrderPageCursor(text: cursor.text) == cursor else {
+                throw FuzzFailure("a cursor changed through its text: \(text.debugDescription)")
+            }
+        }
+        let limit: Int
+        do throws(APIError) {
+            limit = try Validate.pageLimit(text, default: 20, maximum: largestPage)
+        } catch {
+            guard (400..<500).contains(error.status.code) else {
+                throw FuzzFailure("a limit was answered with \(error.status.code): \(error.message)")
+            }
+            return
+        }
+        guard (1...largestPage).contains(limit) else { throw FuzzFailure("a limit of \(limit) was taken") }
     }
 }
 

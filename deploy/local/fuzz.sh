@@ -3,7 +3,7 @@
 # ships. Builds the fuzz-parsers product with AddressSanitizer and libFuzzer's coverage into .build-fuzz (release;
 # the first build compiles every dependency again), then runs each target for FUZZ_SECONDS (default 60), one after
 # the other, starting from the seed corpus in Tools/Fuzz/corpus/<target> with the dictionary of its protocol.
-#   fuzz.sh [target...]    default: every target (engine-packet engine-query socketio-packet json http-json)
+#   fuzz.sh [target...]    default: every target (engine-packet engine-query socketio-packet json http-json paging)
 #   fuzz.sh --build        only build
 # New inputs are kept in .local/fuzz/<target>/corpus, a crashing input in .local/fuzz/<target>/crash-*, the
 # libFuzzer output in .local/fuzz/<target>/log. Prints executions, exec/s, coverage and crashes per target; exit
@@ -18,7 +18,7 @@ if [ "${1:-}" = "--build" ]; then
     shift
 fi
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(engine-packet engine-query socketio-packet json http-json)
+[ ${#targets[@]} -gt 0 ] || targets=(engine-packet engine-query socketio-packet json http-json paging)
 
 toolchain=$(dirname "$(dirname "$(readlink -f "$(command -v swift)")")")
 runtime=$(ls "$toolchain"/lib/clang/*/lib/linux/libclang_rt.fuzzer_no_main-"$(uname -m)".a 2>/dev/null | head -1)

@@ -137,10 +137,16 @@ package struct AccessTokenVerifier: Sendable {
         )
     }
 
-    /// `exp` must be after now, `nbf` (if present) and `iat` (if present) not after now, each give or take ``leeway``.
+    /// `exp` must be after now, `nbf` (if present) and `iat` (if present) not after now, each give or take ``leeway``;
+    /// each a time a timestamp can name (``ISO8601/range``), or the token is invalid.
     private func checkTimes(of claims: AccessTokenClaims) throws(APIError) {
         let now = now()
         let leeway = leeway.timeInterval
+        for time in [claims.exp.value, claims.nbf?.value, claims.iat?.value].compactMap({ $0 })
+        where !ISO8601.range.contains(time) {
+            throw APIError(
+                .unauthorized, code: .invalidToken, message: "the token's exp, nbf or iat is out of range")
+        }
         if claims.exp.value.addingTimeInterval(leeway) <= now {
             throw APIError(
                 .unauthorized, code: .tokenExpired,

@@ -47,6 +47,26 @@ package enum Validate {
         return nil
     }
 
+    /// The largest horizontal accuracy a position may report, in metres: anything coarser says nothing.
+    package static let maximumAccuracyMeters = 10_000.0
+
+    /// What is wrong with a position's accuracy in metres (finite, from 0 to ``maximumAccuracyMeters``), naming the
+    /// field; nil if nothing is. For domain rules that throw their own error type.
+    package static func accuracyProblem(_ meters: Double, _ field: String) -> String? {
+        guard meters.isFinite, (0...maximumAccuracyMeters).contains(meters) else {
+            return "'\(field)' must be from 0 to \(Int(maximumAccuracyMeters))"
+        }
+        return nil
+    }
+
+    /// A position's latitude, longitude and accuracy in range.
+    package static func position(lat: Double, lng: Double, accuracyMeters: Double, _ field: String) throws(APIError) {
+        try coordinates(lat: lat, lng: lng, field)
+        if let problem = accuracyProblem(accuracyMeters, "\(field).accuracyMeters") {
+            throw APIError.validation(problem)
+        }
+    }
+
     /// An address with a street, a neighbourhood and valid coordinates.
     package static func address(_ address: Address, _ field: String) throws(APIError) -> Address {
         try coordinates(lat: address.lat, lng: address.lng, field)

@@ -17,8 +17,11 @@ extension AllocationWorkflow {
         var notices: [RiderNotice] = []
         if online {
             let now = self.now()
+            if let location {
+                try Validate.position(
+                    lat: location.lat, lng: location.lng, accuracyMeters: location.accuracyMeters, "location")
+            }
             let location = try AllocationRules.requirePreciseFix(location, now: now, settings: settings)
-            try Validate.coordinates(lat: location.lat, lng: location.lng, "location")
             try await store.putOnline(rider, at: location, on: connection)
             // Someone new is online: orders waiting for a rider try again now.
             try await store.retryWaitingNow(now, on: connection)

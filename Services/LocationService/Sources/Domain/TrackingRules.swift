@@ -68,8 +68,8 @@ package enum TrackingRules {
         if let problem = Validate.coordinateProblem(lat: position.lat, lng: position.lng, "position") {
             throw .invalidPosition(problem)
         }
-        guard position.accuracyMeters.isFinite, (0...10_000).contains(position.accuracyMeters) else {
-            throw .invalidPosition("'accuracyMeters' must be between 0 and 10000")
+        if let problem = Validate.accuracyProblem(position.accuracyMeters, "accuracyMeters") {
+            throw .invalidPosition(problem)
         }
         if let heading = position.headingDegrees, !(heading.isFinite && heading >= 0 && heading < 360) {
             throw .invalidPosition("'headingDegrees' must be at least 0 and under 360")

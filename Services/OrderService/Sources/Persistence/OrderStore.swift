@@ -89,11 +89,13 @@ package struct OrderStore: Sendable {
         on connection: PostgresConnection
     ) async throws -> (orders: [OrderView], next: OrderPageCursor?) {
         let ended = [OrderStatus.delivered.rawValue, OrderStatus.cancelled.rawValue]
+        let (seconds, micros) = cursor?.createdSecondsAndMicros ?? (0, 0)
         let query: PostgresQuery = """
             \(unescaped: Self.selectOrders)
             WHERE o.vendor_id = \(vendorId) AND (\(!activeOnly) OR o.status <> ALL(\(ended)))
               AND (\(cursor == nil) OR (o.created_at, o.id) >
-                   ('epoch'::timestamptz + \(cursor?.createdMicros ?? 0) * interval '1 microsecond', \(cursor?.orderId)))
+                   ('epoch'::timestamptz + \(seconds) * interval '1 second' + \(micros) * interval '1 microsecond',
+                    \(cursor?.orderId)))
             ORDER BY o.created_at, o.id LIMIT \(limit + 1)
             """
         let rows = try await connection.queryWhileOpen(query, logger: logger)
