@@ -256,3 +256,103 @@ def test_a_second_websocket_on_an_upgraded_session_is_accepted_and_closed(gatewa
         first.close()
         if second:
             second.close()
+
+
+# What a machine on the network sees (issue 34: the gateway listened on every address, and handed the demo tokens to
+# anyone). Connections from one of this machine's own non-loopback addresses reach nginx as a client from the
+# network would.
+
+
+def network_address():
+    """This machine's address on its network (the source of its default route), or None when it has none."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # nothing is sent: this only picks the route
+        except OSError:
+            return None
+        address = probe.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+def require_network_address():
+    address = network_address()
+    if address is None:
+        pytest.skip("this machine has no address outside 127.0.0.0/8 to connect from")
+    return address
+
+
+def test_the_gateway_listens_on_loopback_only(running_system):
+    address = require_network_address()
+    for port in (running_system.profile.gateway_https_port, running_system.profile.gateway_http_port):
+        with socket.socket() as client:
+            client.settimeout(5)
+            assert client.connect_ex((address, port)) != 0, f"the gateway answers on {address}:{port}"
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+
+
+def test_the_demo_parties_tokens_are_served_to_this_machine_only(gateway, running_system):
+    address = require_network_address()
+    parties = running_system.runtime / "gateway" / "dev-parties.json"
+    parties.write_text(json.dumps([{"role": "admin", "id": "admin-demo", "name": "Admin", "token": "secret"}]))
+    try:
+        url = f"{gateway.url}/console/dev-parties.json"
+        assert gateway.session().get(url, timeout=5).json()[0]["token"] == "secret"
+        assert session_from(gateway, "127.0.0.5").get(url, timeout=5).status_code == 200
+        from_network = session_from(gateway, address).get(url, timeout=5)
+        assert from_network.status_code == 403
+        assert from_network.json()["error"]["code"] == "FORBIDDEN"
+        assert "secret" not in from_network.text
+        # The rest of the console is served to the network like any page.
+        assert session_from(gateway, address).get(f"{gateway.url}/console/", timeout=5).status_code == 200
+    finally:
+        parties.unlink()
+
+
+SECURITY_HEADERS = ("Strict-Transport-Security", "X-Request-ID", "X-Content-Type-Options", "X-Frame-Options",
+                    "Referrer-Policy", "Content-Security-Policy")
+
+
+def test_every_response_carries_the_same_security_headers(gateway, running_system, cast):
+    session = gateway.session()
+    base, plain = gateway.url, f"http://127.0.0.1:{running_system.profile.gateway_http_port}"
+    flooder = session_from(gateway, "127.0.0.9", gateway.token("header-flooder", "customer", "Flooder"))
+    _, refused, _ = flood(flooder, f"{base}/v1/chat/quick-replies", 3 * LIMITS["GATEWAY_REST_BURST"])
+    answers = {
+        "the gateway's health": session.get(f"{base}/health", timeout=5),
+        "/ to the console": session.get(f"{base}/", allow_redirects=False, timeout=5),
+        "the console's page": session.get(f"{base}/console/", timeout=5),
+        "a console script": session.get(f"{base}/console/js/console.js", timeout=5),
+        "the console's settings": session.get(f"{base}/console/config.json", timeout=5),
+        "the demo parties (absent)": session.get(f"{base}/console/dev-parties.json", timeout=5),
+        "Leaflet": session.get(f"{base}/console/vendor/leaflet/leaflet.js", timeout=5),
+        "a service's 200": cast.customer.request("GET", "/v1/chat/quick-replies"),
+        "a service's 401": session.get(f"{base}/v1/orders/x", timeout=5),
+        "the gateway's 404": session.get(f"{base}/v2/nothing", timeout=5),
+        "the gateway's 400": session.get(f"{base}/v1/vendors/abc%00", timeout=5),
+        "the gateway's 413": session.post(f"{base}/v1/orders", data=b"x" * (2 << 20),
+                                          headers={"Content-Type": "application/json"}, timeout=10),
+        "the gateway's 429": refused[0],
+        "a Socket.IO handshake": session.get(f"{base}/orders/socket.io/?EIO=4&transport=polling", timeout=5),
+        "plain HTTP's redirect": requests.get(f"{plain}/v1/orders/x", allow_redirects=False, timeout=5),
+        "plain HTTP's health": requests.get(f"{plain}/health", timeout=5),
+    }
+    address = network_address()
+    if address:
+        answers["the gateway's 403"] = session_from(gateway, address).get(
+            f"{base}/console/dev-parties.json", timeout=5)
+    assert answers["the gateway's 429"].status_code == 429
+    for name, answer in answers.items():
+        missing = [header for header in SECURITY_HEADERS if header not in answer.headers]
+        assert not missing, f"{name} ({answer.status_code}) lacks {missing}"
+        for header in SECURITY_HEADERS:
+            # A header sent twice reaches requests joined with ", ".
+            assert ", " not in answer.headers[header].replace("; ", ";"), f"{name}: {header} twice"
+        assert answer.headers["Strict-Transport-Security"].startswith("max-age="), name
+        assert answer.headers["X-Content-Type-Options"] == "nosniff", name
+        assert answer.headers["X-Frame-Options"] == "DENY", name
+        assert answer.headers["Referrer-Policy"] == "no-referrer", name
+        assert "frame-ancestors 'none'" in answer.headers["Content-Security-Policy"], name
+    console = answers["the console's page"].headers["Content-Security-Policy"]
+    assert "connect-src 'self';" in console and "wss:" not in console
+    assert answers["a service's 401"].headers["Content-Security-Policy"] == "default-src 'none'; frame-ancestors 'none'"

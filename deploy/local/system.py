@@ -67,6 +67,8 @@ class Profile:
     durable_commits: bool = False
     # The console's map tiles (CONSOLE_TILE_URL overrides): a tile URL template, or "grid" for a plain offline grid.
     console_tile_url: str = "https://tile.openstreetmap.org/{z}/{x}/{y}.png"
+    # Where the gateway listens: this machine only, unless GATEWAY_LISTEN_ADDRESS says otherwise for `make run`.
+    gateway_listen_address: str = "127.0.0.1"
 
     def instance_names(self, service):
         return [service] + [f"{service}-{k}" for k in range(2, self.instances + 1)]
@@ -326,6 +328,7 @@ class System:
         for temp in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (directory / "temp" / temp).mkdir(parents=True, exist_ok=True)
         values = {
+            "GATEWAY_LISTEN_ADDRESS": self.profile.gateway_listen_address,
             "GATEWAY_HTTP_PORT": self.profile.gateway_http_port,
             "GATEWAY_HTTPS_PORT": self.profile.gateway_https_port,
             "GATEWAY_PUBLIC_HTTPS_PORT": self.profile.gateway_https_port,
@@ -354,6 +357,8 @@ class System:
         (directory / "gateway.conf").write_text(render(rendered, values))
         (directory / "nginx.conf").write_text(render(GATEWAY_TEMPLATES / "nginx.conf.template", values))
         (directory / "socket.conf").write_text(render(GATEWAY_TEMPLATES / "socket.conf.template", values))
+        (directory / "security-headers.conf").write_text(
+            render(GATEWAY_TEMPLATES / "security-headers.conf.template", values))
         check = subprocess.run([nginx_executable(), "-t", "-p", directory, "-c", directory / "nginx.conf"],
                                capture_output=True, text=True)
         if check.returncode != 0:
@@ -386,7 +391,12 @@ def main():
     instances = int(os.environ.get("INSTANCES", "1"))
     if not 1 <= instances <= 9:
         raise SystemExit(f"INSTANCES={instances}: give 1 to 9 instances per service")
-    system = System(dataclasses.replace(RUN, instances=instances), echo_logs=True)
+    listen = os.environ.get("GATEWAY_LISTEN_ADDRESS", RUN.gateway_listen_address)
+    if listen not in ("127.0.0.1", "localhost"):
+        log(f"warning: GATEWAY_LISTEN_ADDRESS={listen}: the gateway is reachable from other machines. Anyone who "
+            f"reaches it can use the system as its demo parties do: their tokens are printed here (the console's "
+            f"party picker serves them to this machine only), and its TLS certificate is self-signed")
+    system = System(dataclasses.replace(RUN, instances=instances, gateway_listen_address=listen), echo_logs=True)
     stopping = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
