@@ -247,6 +247,27 @@ struct HostileClientTests {
         }
     }
 
+    // MARK: Recovery
+
+    @Test("a recovery naming a session this instance does not hold is answered at once, however far ahead its offset")
+    func unknownSessionIsNotWaitedFor() async throws {
+        var socketIO = SocketIOConfiguration()
+        var recovery = SocketIORecoverySettings()
+        recovery.catchUpWait = .seconds(60)
+        socketIO.recovery = recovery
+        let server = Server(socketIO: socketIO)
+        try await server.run { port in
+            try await withTestWebSocket(Self.webSocketURL(port), answerPings: true) { socket in
+                _ = try await socket.next()
+                socket.send(#"40/open,{"pid":"forged-pid","offset":"9223372036854775806"}"#)
+                // Waiting for that offset would take the whole minute.
+                let answer = try await socket.nextSkippingPings(timeout: .seconds(10)).textContent ?? ""
+                #expect(answer.hasPrefix(#"40/open,{"sid":"#), "\(answer)")
+                #expect(!answer.contains("forged-pid"), "a session that never existed was restored: \(answer)")
+            }
+        }
+    }
+
     // MARK: Rate limit
 
     @Test("every namespace gets the server's default rate limit; over it events are answered RATE_LIMITED")

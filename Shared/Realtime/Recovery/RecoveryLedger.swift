@@ -13,6 +13,9 @@ package struct SocketIORecoverySettings: Sendable {
     /// The most bytes of missed emits a restore sends; a client that missed more connects afresh (more would
     /// overflow its outbound queue, ``EngineConfiguration/outboundBacklogLimit``, and close it again).
     package var replayLimit = 768 << 10
+    /// How long a client recovering a session this instance holds waits for an offset it has not applied yet (it
+    /// reads the log a little behind the instance the client came from).
+    package var catchUpWait: Duration = .seconds(2)
 
     package init() {}
 
@@ -155,6 +158,13 @@ package struct RecoveryLedger {
 
     /// Restores session `pid` for `userId` in `namespace`, whose client last received `offset` (nil: none since it
     /// connected), or says why it cannot be.
+    /// Whether `pid` names a session of `userId` in `namespace` that this ledger holds: the cheap check before a
+    /// recovering client is made to wait for its offset.
+    package func holdsSession(pid: String, namespace: String, userId: String?) -> Bool {
+        guard let session = sessions[pid] else { return false }
+        return session.namespace == namespace && session.record.userId == userId
+    }
+
     package func restoration(pid: String, namespace: String, userId: String?, offset: Int64?, now: Date)
         -> Result<Restoration, RecoveryRefusal>
     {

@@ -178,7 +178,16 @@ package final class SocketIOServer: EngineHandler, Sendable {
             }
         }
         let request = configuration.recovery == nil ? nil : RecoveryRequest(auth: packet.data)
-        if let offset = request?.offset { await waitUntilApplied(offset) }
+        // Only a session this instance holds is worth waiting for; any other pid is refused at once, whatever offset
+        // comes with it. (A session whose record this instance has not read yet, a client dropping within moments
+        // of connecting, is refused too: the client connects afresh and reloads, never wrongly.)
+        if let request, let offset = request.offset,
+            logState.withLock({
+                $0.ledger.holdsSession(pid: request.pid, namespace: namespace.name, userId: credentials?.user.userId)
+            })
+        {
+            await waitUntilApplied(offset)
+        }
         if let request,
             let socket = try await restore(
                 request, in: namespace, handshake: handshake, user: credentials?.user, on: connection)
@@ -403,8 +412,8 @@ package final class SocketIOServer: EngineHandler, Sendable {
     }
 
     /// A client reconnecting with an offset this instance has not applied yet (it reads the log a little behind
-    /// the instance the client came from) waits for it, up to 2 s: else it would be refused recovery, or, connecting
-    /// afresh, get again emits it already has.
+    /// the instance the client came from) waits for it, up to ``SocketIORecoverySettings/catchUpWait``: else it
+    /// would be refused recovery, or, connecting afresh, get again emits it already has.
     private func waitUntilApplied(_ offset: Int64) async {
         guard logState.withLock({ $0.ledger.head < offset }) else { return }
         let id = UUID()
@@ -420,8 +429,9 @@ package final class SocketIOServer: EngineHandler, Sendable {
                     }
                 }
             }
+            let wait = (configuration.recovery ?? SocketIORecoverySettings()).catchUpWait
             group.addTask {
-                try? await Task.sleep(for: .seconds(2))
+                try? await Task.sleep(for: wait)
                 self.logState.withLock { $0.waiters.removeValue(forKey: id) }?.continuation.resume()
             }
             await group.next()
