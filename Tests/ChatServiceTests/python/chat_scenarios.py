@@ -177,9 +177,12 @@ def reassign_race(config):
                 while not stop.is_set():
                     recovering.reconnect()
                     recoveries.append(recovering.recovered)
+                    time.sleep(0.05)
 
             def keep_joining():
-                while not stop.is_set():
+                # Until a join is refused: the room's projection of the re-assignment committed.
+                deadline = time.time() + 90
+                while time.time() < deadline:
                     answer = old.call("join", {"orderId": order})
                     answers.append(answer)
                     if answer.get("error", {}).get("code") == "FORBIDDEN":
@@ -189,7 +192,7 @@ def reassign_race(config):
             joiner.start()
             recoverer.start()
             orders.reassigned(config["newRiderId"], "Ria", config["riderId"])
-            joiner.join(20)
+            joiner.join(100)
             time.sleep(0.3)
             stop.set()
             recoverer.join(20)
