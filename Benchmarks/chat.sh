@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Chat benchmark: the chat service (release build) on its own Postgres and Tansu broker, then `chat-load`: ROOMS
 # rooms (a customer and a rider socket each), join-with-history timed, then RATE messages a second client to client.
-#   Benchmarks/chat.sh [ROOMS] [RATE] [SECONDS]
+# With INSTANCES=2, two chat instances, each room's customer on one and its rider on the other.
+#   [INSTANCES=2] Benchmarks/chat.sh [ROOMS] [RATE] [SECONDS]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rooms=${1:-1000}
@@ -11,7 +12,9 @@ port=${BENCH_HTTP_PORT:-18182}
 
 bench_build devtoken chat-service chat-load
 bench_infrastructure
-bench_service chat-service "$port" DATABASE_POOL_SIZE=40
+bench_instances chat-service "$port" "${INSTANCES:-1}" DATABASE_POOL_SIZE=40
+urls=()
+for address in "${bench_addresses[@]}"; do urls+=("${address/http:/ws:}/socket.io/?EIO=4&transport=websocket"); done
 sleep 4  # the service's consumers join their groups
-"$bench_bin/chat-load" --url "ws://127.0.0.1:$port/socket.io/?EIO=4&transport=websocket" --kafka "127.0.0.1:$bench_kafka_port" \
+"$bench_bin/chat-load" --url "$(IFS=,; echo "${urls[*]}")" --kafka "127.0.0.1:$bench_kafka_port" \
     --rooms "$rooms" --rate "$rate" --seconds "$seconds" --key-dir "$DEV_KEY_DIR"

@@ -43,3 +43,15 @@ bench_service() {
     for _ in $(seq 300); do curl -fsS "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && return; sleep 0.1; done
     die "$name did not become ready; see $bench_runtime/$name-$port.log"
 }
+
+# bench_instances NAME PORT COUNT [VAR=value...]: COUNT instances of a service on PORT, PORT+10, ...; their
+# addresses (http://127.0.0.1:PORT...) in bench_addresses.
+bench_instances() {
+    local name=$1 port=$2 count=$3
+    shift 3
+    bench_addresses=()
+    for ((n = 0; n < count; n++)); do
+        bench_service "$name" "$((port + 10 * n))" "$@"
+        bench_addresses+=("http://127.0.0.1:$((port + 10 * n))")
+    done
+}

@@ -16,8 +16,10 @@ import Synchronization
 struct ChatLoad: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "chat-load", abstract: "Chat service load test.")
 
-    @Option(help: "The chat service's Socket.IO endpoint.") var url =
-        "ws://127.0.0.1:8082/socket.io/?EIO=4&transport=websocket"
+    @Option(
+        help:
+            "The chat service's Socket.IO endpoints, comma-separated: each room's customer on the first, its rider on the last (another instance when two are given)."
+    ) var url = "ws://127.0.0.1:8082/socket.io/?EIO=4&transport=websocket"
     @Option(help: "Kafka bootstrap servers.") var kafka = "127.0.0.1:29092"
     @Option(help: "Concurrent rooms (two sockets each).") var rooms = 1000
     @Option(help: "Messages per second.") var rate = 500
@@ -61,7 +63,8 @@ struct ChatLoad: AsyncParsableCommand {
             try await producer.send(
                 topic: Topic.ordersEvents.rawValue, key: order, value: try ContractCoding.encode(assigned))
         }
-        print("published \(rooms) orders with riders; connecting \(rooms * 2) sockets…")
+        let urls = url.split(separator: ",").map(String.init)
+        print("published \(rooms) orders with riders; connecting \(rooms * 2) sockets to \(urls.count) instance(s)…")
         let joins = LatencySamples()
         let deliveries = LatencySamples()
         let sockets = SocketDirectory()
@@ -72,6 +75,7 @@ struct ChatLoad: AsyncParsableCommand {
                     let token = try await issuer.token(
                         userId: user, role: role, name: role == .customer ? "Customer" : "Rider")
                     let (ready, signal) = AsyncStream.makeStream(of: Void.self)
+                    let url = role == .customer ? urls[0] : urls[urls.count - 1]
                     group.addTask {
                         await ChatSocket.run(
                             url: url, token: token, orderId: party.order, user: user, joins: joins,

@@ -18,7 +18,10 @@ struct LocationLoad: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "location-load", abstract: "Location service load test.")
 
-    @Option(help: "The location service's HTTP address.") var http = "http://127.0.0.1:8084"
+    @Option(
+        help:
+            "The location service's HTTP addresses, comma-separated: with several, watchers and riders are spread over them so that half the positions cross instances."
+    ) var http = "http://127.0.0.1:8084"
     @Option(help: "Kafka bootstrap servers.") var kafka = "127.0.0.1:29092"
     @Option(help: "Tracked deliveries (one rider and one watching customer each).") var jobs = 5000
     @Option(help: "Seconds measured (riders send one position a second throughout).") var seconds = 20
@@ -63,7 +66,9 @@ struct LocationLoad: AsyncParsableCommand {
         }
         await producer.close()
         print("published \(jobs) picked-up deliveries; connecting \(jobs) watchers…")
-        let url = http.replacingOccurrences(of: "http://", with: "ws://") + "/socket.io/?EIO=4&transport=websocket"
+        let urls = http.split(separator: ",").map {
+            $0.replacingOccurrences(of: "http://", with: "ws://") + "/socket.io/?EIO=4&transport=websocket"
+        }
         let latencies = LatencySamples()
         let watching = LoadCounter()
         let couriersUp = LoadCounter()
@@ -73,6 +78,7 @@ struct LocationLoad: AsyncParsableCommand {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, party) in parties.enumerated() {
                 let token = try await issuer.token(userId: party.customer, role: .customer, name: "Customer")
+                let url = urls[index % urls.count]
                 group.addTask {
                     await LoadSocket.watch(
                         url: url, token: token, jobId: party.job, latencies: latencies, watching: watching,
@@ -86,6 +92,7 @@ struct LocationLoad: AsyncParsableCommand {
             print("\(watching.value) watchers see their job live; connecting \(jobs) riders…")
             for (index, party) in parties.enumerated() {
                 let token = try await issuer.token(userId: party.rider, role: .rider, name: "Rider")
+                let url = urls[(index / 2) % urls.count]
                 group.addTask {
                     await LoadSocket.courier(
                         url: url, token: token, start: (party.lat, party.lng), up: couriersUp, sent: sent,

@@ -18,10 +18,8 @@ enum RealtimeMetrics {
     static let tokenExpiries = Counter(label: "socketio_token_expiries_total")
     /// Sockets restored by connection state recovery.
     static let recoveries = Counter(label: "socketio_recoveries_total")
-    /// Emits the realtime log could not take (delivered on their own instance only).
-    static let logAppendFailures = Counter(label: "socketio_log_append_failures_total")
-    /// Session records that could not be appended to the realtime log (those sessions recover less).
-    static let sessionRecordsDropped = Counter(label: "socketio_session_records_dropped_total")
+    /// Emits of rooms' streams sent to sockets.
+    static let emitsDelivered = Counter(label: "socketio_emits_delivered_total")
     /// Reconnects with a `pid` that were not recovered, by reason.
     static func recoveryRefused(_ refusal: RecoveryRefusal) {
         Counter(label: "socketio_recoveries_refused_total", dimensions: [("reason", refusal.rawValue)]).increment()

@@ -6,8 +6,8 @@ import Logging
 import ServiceLifecycle
 
 /// What a service mounts for real-time: a Socket.IO server on an Engine.IO server at `configuration.path`, with
-/// the realtime log its instances share (none: one process). Run it in the service group; mount it with ``addRoutes(to:)`` and the
-/// server builder from ``RealtimeServerBuilder``.
+/// the store its instances share (in memory: one process). Run it in the service group; mount it with
+/// ``addRoutes(to:)`` and the server builder from ``RealtimeServerBuilder``.
 package final class RealtimeServer: Service, Sendable {
     package let socketIO: SocketIOServer
     package let engine: EngineServer
@@ -16,23 +16,19 @@ package final class RealtimeServer: Service, Sendable {
     package init(
         configuration: EngineConfiguration,
         socketIO socketIOConfiguration: SocketIOConfiguration = SocketIOConfiguration(),
-        log: (any RealtimeLog)? = nil, logger: Logger
+        store: any RealtimeStore = InMemoryRealtimeStore(), logger: Logger
     ) {
         var configuration = configuration
         if configuration.connectTimeout == nil { configuration.connectTimeout = .seconds(45) }
-        let socketIO = SocketIOServer(configuration: socketIOConfiguration, log: log, logger: logger)
+        let socketIO = SocketIOServer(configuration: socketIOConfiguration, store: store, logger: logger)
         self.socketIO = socketIO
         self.engine = EngineServer(configuration: configuration, handler: socketIO, logger: logger)
         self.logger = logger
     }
 
-    /// Whether the realtime log was read up to this instance's start (always, without a log): until then Socket.IO
-    /// handshakes are answered 503 and `/ready` says "down" for `realtime`.
-    package var hasCaughtUp: Bool { socketIO.acceptsSessions }
-
-    /// How far back a stream consumer whose emits carry dedupe keys may read again when an instance starts: half
-    /// the window in which the realtime log drops a repeated key (nothing without a log).
-    package var replayWithinDedupe: Duration { socketIO.dedupeWindow.map { $0 / 2 } ?? .zero }
+    /// Whether the store's notices are followed: until then Socket.IO handshakes are answered 503 and `/ready` says
+    /// "down" for `realtime`.
+    package var isFollowing: Bool { socketIO.acceptsSessions }
 
     /// The namespace `name`, e.g. `/chat`.
     package func namespace(_ name: String) -> SocketIONamespace { socketIO.namespace(name) }
@@ -43,9 +39,9 @@ package final class RealtimeServer: Service, Sendable {
     package func run() async throws {
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
-                group.addTask { [socketIO = self.socketIO] in try await socketIO.runLog() }
+                group.addTask { [socketIO = self.socketIO] in await socketIO.runStore() }
                 group.addTask { [socketIO = self.socketIO] in
-                    defer { socketIO.finishAppending() }
+                    defer { socketIO.finishStoreWork() }
                     try await self.engine.run()
                 }
             }

@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
-import Kafka
 import Logging
+import PostgresNIO
 import Realtime
 import ServiceKit
 
@@ -31,9 +31,8 @@ package struct RealtimeSettings: Sendable {
     /// `SOCKETIO_TRUSTED_PROXIES`, default `127.0.0.1,::1`: addresses or IPv4 CIDR ranges of proxies whose
     /// `X-Forwarded-For` / `X-Real-IP` name the client.
     package var trustedProxies: TrustedProxies
-    /// `SOCKETIO_RECOVERY_WINDOW_MS` (default 120000; 0 turns recovery off) and `SOCKETIO_RECOVERY_BUFFER_BYTES`
-    /// (default 64 MiB): how long after a dropped connection a client recovers its session and missed emits, and
-    /// the most bytes of emits kept for it.
+    /// `SOCKETIO_RECOVERY_WINDOW_MS` (default 120000; 0 turns recovery off): how long after a dropped connection a
+    /// client recovers its session and missed emits.
     package var recovery: SocketIORecoverySettings?
 
     package init(environment: ServiceEnvironment) throws(ConfigurationError) {
@@ -62,8 +61,6 @@ package struct RealtimeSettings: Sendable {
         if window > .zero {
             var recovery = SocketIORecoverySettings()
             recovery.window = window
-            recovery.bufferLimit = try environment.int(
-                "SOCKETIO_RECOVERY_BUFFER_BYTES", default: 64 << 20, in: 1 << 20...16 << 30)
             self.recovery = recovery
         }
         let proxies = (environment.optional("SOCKETIO_TRUSTED_PROXIES") ?? "127.0.0.1,::1")
@@ -77,11 +74,70 @@ package struct RealtimeSettings: Sendable {
     }
 }
 
+/// A service's real-time side: its Socket.IO server, and the store in the service's own schema that its instances
+/// share (streams per room, latest values, sessions).
+package struct ServiceRealtime: Sendable {
+    package let server: RealtimeServer
+    package let store: PostgresRealtimeStore
+
+    /// The namespace `name`, e.g. `/chat`.
+    package func namespace(_ name: String) -> SocketIONamespace { server.namespace(name) }
+
+    /// The instance this server runs as (the owner of its sessions).
+    package var instanceId: String { server.socketIO.instanceId }
+
+    /// Emits to the sockets of `namespace`, written in the caller's transaction.
+    package func emitter(for namespace: SocketIONamespace) -> RealtimeEmitter {
+        RealtimeEmitter(namespace: namespace, store: store)
+    }
+}
+
+/// Emits written in the transaction of the change that causes them (a chat message and its `message`, an order's
+/// status and its `order_update`): delivered once that transaction commits, to every instance's sockets in the
+/// room, and never if it rolls back.
+package struct RealtimeEmitter: Sendable {
+    package let namespace: SocketIONamespace
+    let store: PostgresRealtimeStore
+
+    /// Emits to `namespace`'s sockets through `store`, the one its server follows.
+    package init(namespace: SocketIONamespace, store: PostgresRealtimeStore) {
+        self.namespace = namespace
+        self.store = store
+    }
+
+    /// Emits `event` with `arguments` to `room` (but the socket `except`) when `connection`'s transaction commits.
+    package func emit(
+        _ event: String, _ arguments: SocketIOArguments, toRoom room: String, except: String? = nil,
+        on connection: PostgresConnection
+    ) async throws {
+        let (packet, attachments) = namespace.eventPacket(event, arguments)
+        try await store.append(
+            RoomEmit(
+                namespace: namespace.name, room: room, packet: packet, attachments: attachments, except: except),
+            on: connection)
+    }
+
+    /// Emits one payload (encoded with the contracts' JSON coding) to `room` when the transaction commits.
+    package func emit(
+        _ event: String, _ payload: some Encodable, toRoom room: String, except: String? = nil,
+        on connection: PostgresConnection
+    ) async throws {
+        try await emit(event, try SocketIOArguments(encoding: payload), toRoom: room, except: except, on: connection)
+    }
+
+    /// Emits one payload to every socket of `userId` when the transaction commits.
+    package func emit(
+        _ event: String, _ payload: some Encodable, toUser userId: String, on connection: PostgresConnection
+    ) async throws {
+        try await emit(event, payload, toRoom: SocketIONamespace.userRoom(userId), on: connection)
+    }
+}
+
 extension ServicePlatform {
-    /// The service's Socket.IO server, with its realtime log on `realtime.<service>` (read by every instance): emits
-    /// reach sockets held by every instance, and clients recover on any of them. Adds the `realtime` check to
-    /// `/ready`: down until the instance has read the log up to its own start.
-    package mutating func makeRealtimeServer(environment: ServiceEnvironment) async throws -> RealtimeServer {
+    /// The service's Socket.IO server, with its store in the service's schema: emits reach sockets held by every
+    /// instance, and clients recover on any of them. Adds the `realtime` check to `/ready` (down until the
+    /// instance follows the store's notices) and the store's trimming.
+    package mutating func makeRealtimeServer(environment: ServiceEnvironment) async throws -> ServiceRealtime {
         let settings = try RealtimeSettings(environment: environment)
         var engine = EngineConfiguration()
         engine.path = settings.path
@@ -98,42 +154,28 @@ extension ServicePlatform {
         socketIO.recovery = settings.recovery
         let now = self.now
         socketIO.now = { now() }
-        let topic = "realtime.\(configuration.serviceName)"
-        let client = configuration.kafka.clientConfiguration(clientId: configuration.serviceName)
-        let retention = KafkaRealtimeLog.retention(window: settings.recovery?.window ?? .zero)
-        do {
-            try await KafkaAdmin.createTopics(
-                [
-                    KafkaTopicSpecification(
-                        name: topic, partitions: 1, replicationFactor: configuration.kafka.topicReplicationFactor,
-                        configs: KafkaRealtimeLog.topicConfiguration(retention: retention))
-                ],
-                client: client, timeout: .seconds(5), logger: logger
-            )
-        } catch {
-            logger.warning("could not create \(topic); the broker may create it", metadata: ["error": "\(error)"])
-        }
-        let log = KafkaRealtimeLog(
-            topic: topic, producer: producer,
-            consumer: consumerConfiguration(name: "realtime.\(UUID().uuidString.lowercased())"), retention: retention,
-            now: { now() }, logger: logger
-        )
-        let server = RealtimeServer(configuration: engine, socketIO: socketIO, log: log, logger: logger)
+        let store = PostgresRealtimeStore(
+            database: database, retention: (settings.recovery ?? SocketIORecoverySettings()).retention, now: now,
+            logger: logger)
+        addService(store)
+        addPeriodicJob(every: .seconds(30), failure: "could not trim the realtime store") { try await store.trim() }
+        let server = RealtimeServer(configuration: engine, socketIO: socketIO, store: store, logger: logger)
         addReadinessCheck(
             ReadinessCheck(name: "realtime") {
-                guard server.hasCaughtUp else { throw Degradation("the realtime log is not read up to this start yet") }
+                guard server.isFollowing else { throw Degradation("not following the realtime store's notices yet") }
             })
-        return server
+        return ServiceRealtime(server: server, store: store)
     }
 
     /// The application with `realtime` mounted: its polling routes on `router`, WebSocket upgrades, and the
     /// realtime server stopping (disconnecting every socket) before the HTTP server.
-    package func makeApplication(router: Router<ServiceRequestContext>, realtime: RealtimeServer) -> ServiceApplication
+    package func makeApplication(router: Router<ServiceRequestContext>, realtime: ServiceRealtime)
+        -> ServiceApplication
     {
-        realtime.addRoutes(to: router)
+        realtime.server.addRoutes(to: router)
         return makeApplication(
-            router: router, server: RealtimeServerBuilder.http1WithWebSockets([realtime.engine]),
-            servicesShutDownFirst: [realtime]
+            router: router, server: RealtimeServerBuilder.http1WithWebSockets([realtime.server.engine]),
+            servicesShutDownFirst: [realtime.server]
         )
     }
 }

@@ -1,6 +1,8 @@
 import ChatService
 import Contracts
 import Foundation
+import Realtime
+import RealtimePlatform
 import ServiceKit
 import TestSupport
 import Testing
@@ -18,10 +20,14 @@ struct ChatRetentionTests {
         try await withTestDatabase(schema: schema, migrations: migrations) { database in
             let clock = ManualClock()
             let settings = try ChatSettings(environment: ServiceEnvironment(["CHAT_CLOSED_RETENTION_DAYS": "30"]))
+            let logger = TestInfrastructure.logger("chat-retention")
+            let realtime = PostgresRealtimeStore(
+                database: database, retention: .seconds(240), now: clock.now, logger: logger)
+            let namespace = SocketIOServer(store: realtime, logger: logger).namespace("/chat")
             let workflow = ChatWorkflow(
-                database: database, store: ChatStore(logger: TestInfrastructure.logger("chat-retention")),
-                outbox: Outbox(schema: schema), settings: settings, now: clock.now,
-                logger: TestInfrastructure.logger("chat-retention"))
+                database: database, store: ChatStore(logger: logger), outbox: Outbox(schema: schema),
+                emits: RealtimeEmitter(namespace: namespace, store: realtime), settings: settings, now: clock.now,
+                logger: logger)
             let customer = Identity(userId: uniqueName("customer"), role: .customer, name: "Asha")
             let rider = PersonRef(id: uniqueName("rider"), name: "Ravi")
             let address = Address(line1: "4 Lake View", area: "Koramangala", lat: 12.93, lng: 77.62)
@@ -45,7 +51,7 @@ struct ChatRetentionTests {
                 }
                 _ = try await workflow.send(
                     orderId: orderId, identity: customer, clientMessageId: "c-1", text: "The gate code is 4321",
-                    quickReplyId: nil, originInstanceId: "chat-1")
+                    quickReplyId: nil)
             }
             let (closed, open) = (orders[0], orders[1])
             try await database.transaction {

@@ -263,3 +263,40 @@ struct ChatTwoInstanceTests {
         }
     }
 }
+
+/// An instance that dies at the worst moment: its message committed, its answer not sent.
+@Suite("A chat instance killed right after a message committed", .timeLimit(.minutes(3)))
+struct ChatInstanceKilledTests {
+    @Test("the other party, on another instance, still gets the message, once")
+    func killedAfterCommit() async throws {
+        let schema = uniqueName("chat")
+        let survivor = try await startSuiteService(ChatService.self, schema: schema)
+        let port = TestPorts.allocate()
+        let environment = try testServiceEnvironment(
+            schema: schema, extra: ["HTTP_PORT": String(port), "CHAT_TEST_KILL_AFTER_SEND": "true"])
+        let doomed = try ChildProcess(
+            executable: try TestInfrastructure.binPath() + "/chat-service", arguments: [],
+            environment: ProcessInfo.processInfo.environment.merging(environment.values) { _, new in new })
+        let client = ServiceClient(port: port)
+        try await eventually(timeout: .seconds(60), "the second chat instance ready") {
+            (try? await client.get("/ready").status) == 200
+        }
+        let (customerId, riderId) = (uniqueName("customer"), uniqueName("rider"))
+        let config = [
+            "url": "http://127.0.0.1:\(port)", "secondUrl": "http://127.0.0.1:\(survivor.port)",
+            "brokers": try TestInfrastructure.kafkaBrokers(), "orderId": UUID().uuidString.lowercased(),
+            "customerId": customerId, "riderId": riderId,
+            "customerToken": try await TestAuth.token(customerId, .customer, name: "Asha"),
+            "riderToken": try await TestAuth.token(riderId, .rider, name: "Ravi"),
+        ]
+        let json = String(decoding: try JSONEncoder().encode(config), as: UTF8.self)
+        let result = try await runPythonScenario("python/chat_scenarios.py", ["killed_after_send", json])
+        let status = await doomed.exitStatus()
+        #expect(status == 128 + SIGKILL, "the instance was to kill itself after the commit: \(doomed.output)")
+        #expect(result["customer_join"]?["ok"] == .bool(true))
+        #expect(
+            result["rider_got"] == .array([.array([.string("Gate code 1234"), .string("last-words")])]),
+            "\(result)")
+        #expect(result["stored"] == .array([.string("Gate code 1234")]))
+    }
+}

@@ -60,8 +60,7 @@ struct EventRoundTripTests {
             stoppedAt: date),
         ChatMessageSent(
             messageId: "m-1", orderId: "o-1", senderId: "c-1", senderRole: .customer, senderName: "Asha",
-            text: "Please leave it at the door \u{1F6AA}", clientMessageId: "cm-1", sentAt: date,
-            originInstanceId: "chat-1"
+            text: "Please leave it at the door \u{1F6AA}", clientMessageId: "cm-1", sentAt: date
         ),
         ChatAccessRevoked(orderId: "o-1", riderId: "r-1", revokedAt: date),
         ChatClosed(orderId: "o-1", reason: "OrderDelivered", closedAt: date),

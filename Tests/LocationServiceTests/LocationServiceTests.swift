@@ -171,13 +171,20 @@ struct LocationServiceTests {
                     .array([.string("TrackingStopped"), .string("delivered"), .string("delivery")]),
                 ])
         )
-        // Positions are never written to Postgres: no row of any table of the schema holds a sent coordinate.
-        let rowsWithPositions = try await withTestDatabase(schema: harness.schema, migrations: []) { database in
+        // Positions are never stored: no row of any logged table of the schema holds a sent coordinate. A job's
+        // latest `location` for its watchers is the realtime store's latest value, in an unlogged table it trims
+        // after minutes (lost with a crash, never written to the WAL).
+        let (rowsWithPositions, latestPersistence) = try await withTestDatabase(
+            schema: harness.schema, migrations: []
+        ) { database in
             var found = 0
             let tables = try await database.withConnection { connection in
                 var names: [String] = []
                 let rows = try await connection.query(
-                    "SELECT table_name FROM information_schema.tables WHERE table_schema = \(harness.schema)",
+                    """
+                    SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                    WHERE n.nspname = \(harness.schema) AND c.relkind = 'r' AND c.relpersistence = 'p'
+                    """,
                     logger: database.logger
                 )
                 for try await name in rows.decode(String.self) { names.append(name) }
@@ -200,9 +207,15 @@ struct LocationServiceTests {
                     found += count ?? 0
                 }
             }
-            return found
+            let persistence = try await database.scalar(
+                """
+                SELECT relpersistence::text FROM pg_class
+                WHERE relname = 'realtime_latest' AND relnamespace = \(harness.schema)::regnamespace
+                """, as: String.self)
+            return (found, persistence)
         }
         #expect(rowsWithPositions == 0)
+        #expect(latestPersistence == "u")
     }
 
     @Test("when the routing service fails the ETA is unavailable and locations keep flowing")

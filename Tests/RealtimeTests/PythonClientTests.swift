@@ -11,7 +11,7 @@ import Testing
 
 /// The server against python-socketio, a real and independently written client, in its default mode (polling
 /// then upgrade) and WebSocket-only, with JWT authorization, acknowledgements, server events, rooms, and two
-/// server instances joined by the Kafka adapter.
+/// server instances sharing a Postgres realtime store.
 @Suite("Socket.IO against the python-socketio client", .timeLimit(.minutes(3)))
 struct PythonClientTests {
     struct Empty: Codable, Sendable {}
@@ -32,7 +32,7 @@ struct PythonClientTests {
     struct OK: Codable, Sendable { var ok = true }
 
     /// A server with the `/secure` namespace: tokens required, `whoami`, `join` and `say` (to a room).
-    static func makeApplication(port: Int, log: (any RealtimeLog)?) async throws -> (
+    static func makeApplication(port: Int, store: any RealtimeStore = InMemoryRealtimeStore()) async throws -> (
         some ApplicationProtocol, RealtimeServer
     ) {
         let logger = TestInfrastructure.logger("python-client-tests")
@@ -40,7 +40,7 @@ struct PythonClientTests {
         configuration.pingInterval = .milliseconds(300)
         // python-socketio times a WebSocket read out after pingInterval + pingTimeout; leave room for a loaded CI machine.
         configuration.pingTimeout = .seconds(5)
-        let realtime = RealtimeServer(configuration: configuration, log: log, logger: logger)
+        let realtime = RealtimeServer(configuration: configuration, store: store, logger: logger)
         let secure = realtime.namespace("/secure")
         secure.requireToken(try await JWTKeyCollectionForTests.verifier())
         secure.onConnect { socket in
@@ -53,7 +53,7 @@ struct PythonClientTests {
             return OK()
         }
         secure.on("say", SayRequest.self) { socket, request in
-            await secure.emit(
+            try await secure.emit(
                 "said", Said(room: request.room, text: request.text, from: socket.identity!.userId),
                 toRoom: request.room)
             return OK()
@@ -88,7 +88,7 @@ struct PythonClientTests {
     func connects(transports: String) async throws {
         let port = TestPorts.allocate()
         let token = try await TestAuth.token("rider-1", .rider, name: "Ravi")
-        let result = try await withRunningServer(try await Self.makeApplication(port: port, log: nil), port: port) {
+        let result = try await withRunningServer(try await Self.makeApplication(port: port), port: port) {
             try await Self.scenario(["basic", "http://127.0.0.1:\(port)", token, transports, "1.5"])
         }
         try #require(result["connected"] == .bool(true), "python-socketio could not connect: \(result)")
@@ -113,7 +113,7 @@ struct PythonClientTests {
                     .token(userId: "u", role: .customer)
             default: ""
             }
-        let result = try await withRunningServer(try await Self.makeApplication(port: port, log: nil), port: port) {
+        let result = try await withRunningServer(try await Self.makeApplication(port: port), port: port) {
             try await Self.scenario(["basic", "http://127.0.0.1:\(port)", token, "polling,websocket", "0"])
         }
         #expect(result["connected"] == .bool(false))
@@ -127,7 +127,7 @@ struct PythonClientTests {
             try await TestAuth.token("a", .customer), try await TestAuth.token("b", .customer),
             try await TestAuth.token("c", .rider),
         ]
-        let result = try await withRunningServer(try await Self.makeApplication(port: port, log: nil), port: port) {
+        let result = try await withRunningServer(try await Self.makeApplication(port: port), port: port) {
             try await Self.scenario(["rooms", "http://127.0.0.1:\(port)", "http://127.0.0.1:\(port)"] + tokens)
         }
         #expect(result["sent"] == .number("1"))
@@ -142,43 +142,33 @@ struct PythonClientTests {
         #expect(result["b"] == .array([]))
     }
 
-    @Test("two instances sharing the Kafka realtime log: an emit on one reaches a client on the other")
+    @Test("two instances sharing a Postgres realtime store: an emit on one reaches a client on the other")
     func crossInstance() async throws {
-        let brokers = try TestInfrastructure.kafkaBrokers()
-        let topic = uniqueName("realtime")
-        let logger = TestInfrastructure.logger("realtime-log")
-        let client = KafkaClientConfiguration(bootstrapServers: [brokers], clientId: "realtime-tests")
-        try await KafkaAdmin.createTopics(
-            [KafkaTopicSpecification(name: topic, partitions: 1)], client: client, logger: logger)
-        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: client), logger: logger)
-        @Sendable func log() -> KafkaRealtimeLog {
-            KafkaRealtimeLog(
-                topic: topic, producer: producer,
-                consumer: KafkaConsumerConfiguration(client: client, groupId: uniqueName("instance")),
-                retention: .seconds(240), logger: logger
-            )
-        }
-        let (first, second) = (TestPorts.allocate(), TestPorts.allocate())
         let tokens = [
             try await TestAuth.token("a", .customer), try await TestAuth.token("b", .customer),
             try await TestAuth.token("c", .rider),
         ]
-        let (firstInstance, secondInstance) = (
-            try await Self.makeApplication(port: first, log: log()),
-            try await Self.makeApplication(port: second, log: log())
-        )
-        let result = try await withRunningServer(firstInstance, port: first) {
-            try await withRunningServer(secondInstance, port: second) {
-                // Handshakes are refused (503) until an instance has read the log up to its start.
-                try await eventually(timeout: .seconds(30), "both instances reading the realtime log up to their start")
-                {
-                    firstInstance.1.hasCaughtUp && secondInstance.1.hasCaughtUp
+        let result = try await withTestDatabase { database in
+            let logger = TestInfrastructure.logger("realtime-store")
+            @Sendable func store() -> PostgresRealtimeStore {
+                PostgresRealtimeStore(database: database, retention: .seconds(240), now: .system, logger: logger)
+            }
+            let (first, second) = (TestPorts.allocate(), TestPorts.allocate())
+            let (firstInstance, secondInstance) = (
+                try await Self.makeApplication(port: first, store: store()),
+                try await Self.makeApplication(port: second, store: store())
+            )
+            return try await withRunningServer(firstInstance, port: first) {
+                try await withRunningServer(secondInstance, port: second) {
+                    // Handshakes are refused (503) until an instance follows the store's notices.
+                    try await eventually(timeout: .seconds(30), "both instances following the realtime store") {
+                        firstInstance.1.isFollowing && secondInstance.1.isFollowing
+                    }
+                    return try await Self.scenario(
+                        ["rooms", "http://127.0.0.1:\(first)", "http://127.0.0.1:\(second)"] + tokens)
                 }
-                return try await Self.scenario(
-                    ["rooms", "http://127.0.0.1:\(first)", "http://127.0.0.1:\(second)"] + tokens)
             }
         }
-        await producer.close()
         guard case .array(let heard) = result["a"] else { throw ProtocolMismatch("no result for a") }
         #expect(!heard.isEmpty, "the client on the first instance heard nothing from the second")
         #expect(heard.allSatisfy { $0["from"] == .string("c") && $0["room"] == .string("room-a") })

@@ -71,7 +71,7 @@ def test_a_customer_and_a_rider_on_different_chat_instances_hear_each_other_once
         chat.customer.wait_for("message", 3)
         assert message_ids(chat.rider) == from_customer
         assert message_ids(chat.customer) == from_rider
-        # Both instances number emits alike: the log's offset, whichever instance holds the socket.
+        # Both instances number a room's emits alike: the room's stream, whichever instance holds the socket.
         for client in (chat.customer, chat.rider):
             assert strictly_increasing(client.offsets)
 

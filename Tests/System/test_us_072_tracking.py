@@ -1,5 +1,8 @@
 """US-072: the customer watches the technician approach on a live map with an ETA (through the gateway)."""
+import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
@@ -188,16 +191,22 @@ def test_US_072_AC_006_a_technician_back_online_syncs_five_minutes_of_queued_pos
 
 
 def test_US_072_positions_are_ephemeral_the_broker_keeps_them_an_hour_at_most(running_system, cast):
-    """Positions are never stored long-term: couriers.positions keeps them an hour at most and each service's
-    realtime log (which carries the map's `location` emits) four minutes, the recovery window (2 minutes) plus
-    two, as the broker reports; a rider who goes Offline has no position left in allocation."""
+    """Positions are never stored long-term: couriers.positions keeps them an hour at most, as the broker reports;
+    the map's `location` emits are a job's latest value in an unlogged table the realtime store trims after minutes
+    (no realtime topic on the broker at all); a rider who goes Offline has no position left in allocation."""
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{running_system.profile.broker_port}"})
-    topics = ["couriers.positions"] + [f"realtime.{service}" for service in
-                                       ("order-service", "chat-service", "allocation-service", "location-service")]
-    described = admin.describe_configs([ConfigResource("topic", topic) for topic in topics])
+    described = admin.describe_configs([ConfigResource("topic", "couriers.positions")])
     retention = {resource.name: int(future.result(10)["retention.ms"].value) for resource, future in described.items()}
     assert retention["couriers.positions"] <= 3_600_000, retention
-    assert all(retention[topic] == 240_000 for topic in topics[1:]), retention
+    assert not [topic for topic in admin.list_topics(timeout=10).topics if topic.startswith("realtime.")]
+    psql = shutil.which("psql") or sorted(Path("/usr/lib/postgresql").glob("*/bin/psql"))[-1]
+    persistence = subprocess.run(
+        [str(psql), "-h", "127.0.0.1", "-p", str(running_system.profile.postgres_port), "-U", "postgres",
+         "-d", "delivery", "-AtX", "-c",
+         "SELECT relpersistence FROM pg_class WHERE relname = 'realtime_latest' "
+         "AND relnamespace = 'location'::regnamespace"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    assert persistence == "u", "the latest positions are kept in an unlogged table"
 
     gateway_kit.go_online(cast.rider, cast.spot)
     assert cast.rider.call("GET", "/v1/riders/me")["location"]

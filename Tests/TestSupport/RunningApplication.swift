@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import Realtime
 import ServiceLifecycle
 import Synchronization
 
@@ -22,17 +23,24 @@ package func withRunningApplication<App: ApplicationProtocol, Result: Sendable>(
     try await withRunningServices([app] + services, port: port, body)
 }
 
-/// Runs `services` (one of them listening on `port`) for the duration of `body`, then shuts them down in reverse
-/// order.
+/// Runs `services` (one of them listening on `port`, if given) for the duration of `body`, then shuts them down in
+/// reverse order.
 package func withRunningServices<Result: Sendable>(
-    _ services: [any Service], port: Int, _ body: @Sendable () async throws -> Result
+    _ services: [any Service], port: Int? = nil, _ body: @Sendable () async throws -> Result
 ) async throws -> Result {
     try await withThrowingTaskGroup(of: Void.self) { group in
         let serviceGroup = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [], logger: Logger(label: "test-app"))
         )
         group.addTask { try await serviceGroup.run() }
-        try await eventually(timeout: .seconds(10), "port \(port) listening") { isListening(port: port) }
+        if let port {
+            try await eventually(timeout: .seconds(10), "port \(port) listening") { isListening(port: port) }
+        }
+        // Realtime servers take handshakes once they follow their store.
+        let realtime = services.compactMap { $0 as? RealtimeServer }
+        try await eventually(timeout: .seconds(10), "the realtime servers following their stores") {
+            realtime.allSatisfy(\.isFollowing)
+        }
         do {
             let result = try await body()
             await serviceGroup.triggerGracefulShutdown()

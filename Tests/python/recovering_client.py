@@ -28,10 +28,27 @@ class ConnectRefused(Exception):
     pass
 
 
+def positions(offset):
+    """What an offset of this server says: `{room hash: (epoch, offset)}`, from `hash:epoch:offset` per room, `~`
+    between rooms (the client's position in each of its rooms)."""
+    found = {}
+    for entry in filter(None, offset.split("~")):
+        room, epoch, number = entry.split(":")
+        found[room] = (epoch, int(number))
+    return found
+
+
 def strictly_increasing(offsets):
-    """Whether offsets (decimal strings, as this server sends them) only ever go up: none repeated or back."""
-    numbers = [int(offset) for offset in offsets]
-    return all(later > earlier for earlier, later in zip(numbers, numbers[1:]))
+    """Whether each offset moves the client on from the one before: in no room back, in some room forward (none
+    repeated), as each emit of a room's stream does."""
+    seen = [positions(offset) for offset in offsets]
+    for earlier, later in zip(seen, seen[1:]):
+        if any(room not in later or (later[room][0] == epoch and later[room][1] < number)
+               for room, (epoch, number) in earlier.items()):
+            return False
+        if not any(later[room] != earlier.get(room) for room in later):
+            return False
+    return True
 
 
 def parse(text):

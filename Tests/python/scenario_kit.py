@@ -167,7 +167,7 @@ class SocketClient:
     def _record(self, event, data, offset, on_event):
         self.events.append([event, data])
         if offset:
-            self.offsets.append(int(offset[-1]))
+            self.offsets.append(offset[-1])
         if on_event:
             on_event(self, event, data)
 

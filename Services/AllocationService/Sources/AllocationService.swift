@@ -30,8 +30,8 @@ package enum AllocationService: ServiceDefinition {
         let riders = realtime.namespace("/rider")
         riders.requireToken(platform.verifier, roles: [.rider])
         let notifier = RiderNotifier(
-            namespace: riders, database: platform.database, workflow: workflow,
-            instanceId: realtime.socketIO.instanceId, now: platform.now, logger: platform.logger)
+            namespace: riders, emits: realtime.emitter(for: riders), database: platform.database, workflow: workflow,
+            instanceId: realtime.instanceId, now: platform.now, logger: platform.logger)
         riders.onConnect { socket in
             await notifier.connected(socket)
             // A recovered socket got its missed emits, the offer among them.
@@ -39,26 +39,22 @@ package enum AllocationService: ServiceDefinition {
         }
         riders.forgetPresenceOnDisconnect(workflow.presence, database: platform.database, logger: platform.logger)
         riders.reportAppState(to: workflow.presence, database: platform.database)
-        platform.keepFresh(workflow.presence, of: riders, instanceId: realtime.socketIO.instanceId)
+        platform.keepFresh(workflow.presence, of: riders, instanceId: realtime.instanceId)
         riders.on("received", OfferReceipt.self) { socket, receipt in
             try await notifier.received(receipt, from: socket)
         }
         let database = platform.database
 
-        platform.addConsumerWithFollowUp(name: "allocation-orders", topics: [.ordersEvents]) {
-            (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
-            let notices = try await workflow.apply(orderEvent: event, on: connection)
-            // The riders are told once the transaction committed.
-            if notices.isEmpty { return nil }
-            return { @Sendable in await notifier.after(notices) }
+        // The riders are told in the same transaction (their emits commit with the change).
+        platform.addConsumer(name: "allocation-orders", topics: [.ordersEvents]) {
+            (event: DecodedEvent, connection: PostgresConnection) async throws in
+            try await notifier.tell(try await workflow.apply(orderEvent: event, on: connection), on: connection)
         }
         // Push outcomes of offers still pending. A new group reads the topic from its start, as every group does,
         // so no outcome published while it joins is lost; old outcomes match no pending offer.
-        platform.addConsumerWithFollowUp(name: "allocation-pushes", topics: [.notificationsEvents]) {
-            (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
-            let notices = try await workflow.pushOutcome(event, on: connection)
-            if notices.isEmpty { return nil }
-            return { @Sendable in await notifier.after(notices) }
+        platform.addConsumer(name: "allocation-pushes", topics: [.notificationsEvents]) {
+            (event: DecodedEvent, connection: PostgresConnection) async throws in
+            try await notifier.tell(try await workflow.pushOutcome(event, on: connection), on: connection)
         }
         platform.addConsumer(name: "allocation-positions", topics: [.couriersPositions]) {
             (event: DecodedEvent, connection: PostgresConnection) async throws in
@@ -101,19 +97,18 @@ final class DeadlineScheduler: Sendable {
     func round() async throws {
         let failedBefore = databaseWasUnreachable.withLock { $0 }
         let asked = workflow.now()
-        let notices: [RiderNotice]
         do {
-            notices = try await database.transaction { connection in
+            try await database.transaction { connection in
                 let waited = workflow.now().timeIntervalSince(asked)
-                return try await workflow.runDeadlines(
+                let notices = try await workflow.runDeadlines(
                     afterOutage: failedBefore || waited > Self.outageEvidence.timeInterval, on: connection)
+                try await notifier.tell(notices, on: connection)
             }
         } catch {
             if Database.isUnavailable(error) { databaseWasUnreachable.withLock { $0 = true } }
             throw error
         }
         databaseWasUnreachable.withLock { $0 = false }
-        await notifier.after(notices)
     }
 }
 
@@ -123,6 +118,8 @@ struct OfferReceipt: Codable, Sendable { var offerId: String }
 /// Tells riders' sockets (on every instance) about offers.
 struct RiderNotifier: Sendable {
     let namespace: SocketIONamespace
+    /// The `/rider` emits, written in the transactions that cause them.
+    let emits: RealtimeEmitter
     let database: Database
     let workflow: AllocationWorkflow
     let instanceId: String
@@ -157,29 +154,33 @@ struct RiderNotifier: Sendable {
         var message: String
     }
 
-    func after(_ notices: [RiderNotice]) async {
+    /// Writes each notice's emit to its rider's sockets in `connection`'s transaction.
+    func tell(_ notices: [RiderNotice], on connection: PostgresConnection) async throws {
         for notice in notices {
             switch notice {
             case .offer(let riderId, let offer):
-                await namespace.emit("offer", offer, toUser: riderId)
+                try await emits.emit("offer", offer, toUser: riderId, on: connection)
             case .expired(let riderId, let offerId, let orderId):
-                await namespace.emit("offer_expired", Expired(offerId: offerId, orderId: orderId), toUser: riderId)
+                try await emits.emit(
+                    "offer_expired", Expired(offerId: offerId, orderId: orderId), toUser: riderId, on: connection)
             case .rescinded(let riderId, let offerId, let orderId):
-                await namespace.emit("offer_rescinded", Rescinded(offerId: offerId, orderId: orderId), toUser: riderId)
+                try await emits.emit(
+                    "offer_rescinded", Rescinded(offerId: offerId, orderId: orderId), toUser: riderId, on: connection)
             case .orderCancelled(let riderId, let orderId):
-                await namespace.emit("order_cancelled", OrderCancelled(orderId: orderId), toUser: riderId)
+                try await emits.emit(
+                    "order_cancelled", OrderCancelled(orderId: orderId), toUser: riderId, on: connection)
             case .wentOffline(let riderId, let reason):
-                await namespace.emit(
+                try await emits.emit(
                     "went_offline", WentOffline(reason: reason, message: reason.message(settings: workflow.settings)),
-                    toUser: riderId)
+                    toUser: riderId, on: connection)
             case .assigned(let riderId, let orderId):
-                await namespace.emit(
+                try await emits.emit(
                     "order_assigned", OrderChanged(orderId: orderId, message: AllocationRules.assignedMessage),
-                    toUser: riderId)
+                    toUser: riderId, on: connection)
             case .unassigned(let riderId, let orderId):
-                await namespace.emit(
+                try await emits.emit(
                     "order_unassigned", OrderChanged(orderId: orderId, message: AllocationRules.unassignedMessage),
-                    toUser: riderId)
+                    toUser: riderId, on: connection)
             }
         }
     }
@@ -198,14 +199,18 @@ struct RiderNotifier: Sendable {
         }
     }
 
-    /// A rider connecting sees their pending offer again: emitted to the socket's own room through the realtime
-    /// log, so it is replayed should the connection drop before it arrives.
+    /// A rider connecting sees their pending offer again: emitted to the socket's own room's stream, so it is
+    /// replayed should the connection drop before it arrives.
     func resendPendingOffer(to socket: SocketIOSocket) async {
-        guard let riderId = socket.identity?.userId,
-            let offer = try? await database.withConnection({ try await workflow.pendingOffer(riderId: riderId, on: $0) }
-            )
-        else { return }
-        await namespace.emit("offer", offer, toRoom: socket.id)
+        do {
+            guard let riderId = socket.identity?.userId else { return }
+            try await database.transaction { connection in
+                guard let offer = try await workflow.pendingOffer(riderId: riderId, on: connection) else { return }
+                try await emits.emit("offer", offer, toRoom: socket.id, on: connection)
+            }
+        } catch {
+            logger.warning("could not send a connecting rider their pending offer", metadata: ["error": "\(error)"])
+        }
     }
 
     func received(_ receipt: OfferReceipt, from socket: SocketIOSocket) async throws -> OfferView {

@@ -28,10 +28,10 @@ package enum ChatService: ServiceDefinition {
         namespace.requireToken(platform.verifier, roles: [.customer, .rider, .admin])
         namespace.rateLimit = settings.rateLimit
         let workflow = ChatWorkflow(
-            database: platform.database, store: store, outbox: platform.outbox, settings: settings, now: platform.now,
-            logger: platform.logger)
+            database: platform.database, store: store, outbox: platform.outbox,
+            emits: realtime.emitter(for: namespace), settings: settings, now: platform.now, logger: platform.logger)
         let handlers = ChatHandlers(
-            workflow: workflow, namespace: namespace, settings: settings, instanceId: realtime.socketIO.instanceId,
+            workflow: workflow, namespace: namespace, settings: settings, instanceId: realtime.instanceId,
             logger: platform.logger
         )
         namespace.on("join", ChatHandlers.JoinRequest.self) { socket, request in
@@ -55,12 +55,10 @@ package enum ChatService: ServiceDefinition {
         platform.addConsumer(name: "chat-rooms", topics: [.ordersEvents]) { event, connection in
             try await workflow.project(event, on: connection)
         }
-        platform.addStreamConsumer(
-            name: "chat-fanout", topics: [.chatMessages], replay: realtime.replayWithinDedupe
-        ) { event in
-            try await handlers.fanOut(event)
+        platform.addStreamConsumer(name: "chat-access", topics: [.chatMessages]) { event in
+            try await handlers.handle(event)
         }
-        platform.keepFresh(workflow.presence, of: namespace, instanceId: realtime.socketIO.instanceId)
+        platform.keepFresh(workflow.presence, of: namespace, instanceId: realtime.instanceId)
         let logger = platform.logger
         platform.addPeriodicJob(every: .seconds(3600), failure: "could not purge closed chats") {
             let purged = try await workflow.purgeClosedChats()
@@ -86,6 +84,9 @@ package struct ChatSettings: Sendable {
     package var pushPolicy: ChatPushPolicy
     /// `CHAT_CLOSED_RETENTION_DAYS`, default 30: a closed chat's messages are deleted this long after it closed.
     package var closedRetention: Duration
+    /// `CHAT_TEST_KILL_AFTER_SEND` (`true`; tests only): the process kills itself with SIGKILL right after a
+    /// message's transaction committed, before it answers, as an instance dying at the worst moment would.
+    package var killAfterSend: Bool
 
     package init(environment: ServiceEnvironment) throws {
         rateLimit = SocketIORateLimit(
@@ -95,6 +96,7 @@ package struct ChatSettings: Sendable {
         pushPolicy = try environment.choice("CHAT_PUSH_POLICY", default: ChatPushPolicy.unlessInForeground)
         closedRetention = .seconds(
             86_400 * (try environment.int("CHAT_CLOSED_RETENTION_DAYS", default: 30, in: 1...3650)))
+        killAfterSend = try environment.bool("CHAT_TEST_KILL_AFTER_SEND", default: false)
         if let path = environment.optional("CHAT_QUICK_REPLIES_FILE") {
             do {
                 quickReplies = try ContractCoding.decode(

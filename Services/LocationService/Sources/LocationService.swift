@@ -34,8 +34,9 @@ package enum LocationService: ServiceDefinition {
             topic: Topic.couriersPositions.rawValue, producer: platform.producer, logger: platform.logger)
         platform.addService(positions)
         let hub = TrackingHub(
-            settings: settings, database: platform.database, workflow: workflow, namespace: tracking, eta: eta,
-            positions: positions, background: background, now: platform.now, logger: platform.logger
+            settings: settings, database: platform.database, workflow: workflow, namespace: tracking,
+            emits: realtime.emitter(for: tracking), eta: eta, positions: positions, background: background,
+            now: platform.now, logger: platform.logger
         )
         tracking.on("track", JobRequest.self) { socket, request in try await hub.watch(socket, jobId: request.jobId) }
         tracking.checkRecoveredRooms { user, _, rooms in await hub.recoveredRooms(user: user, rooms: rooms) }
@@ -50,7 +51,8 @@ package enum LocationService: ServiceDefinition {
 
         platform.addConsumerWithFollowUp(name: "location-jobs", topics: [.ordersEvents]) {
             (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
-            let changed = try await workflow.apply(orderEvent: event, on: connection)
+            let changed = try await hub.announce(
+                try await workflow.apply(orderEvent: event, on: connection), on: connection)
             if changed.isEmpty { return nil }
             return { @Sendable in await hub.after(changed) }
         }

@@ -20,28 +20,23 @@ package enum OrderService: ServiceDefinition {
     {
         var platform = platform
         let settings = try OrderServiceSettings(environment: environment)
-        let store = OrderStore(outbox: platform.outbox, logger: platform.logger)
-        let workflow = OrderWorkflow(database: platform.database, store: store, now: platform.now)
-        let sagas = PickupSagas(database: platform.database, store: store, now: platform.now)
-
         let realtime = try await platform.makeRealtimeServer(environment: environment)
         let orders = realtime.namespace("/orders")
         orders.requireToken(platform.verifier)
         orders.onConnect { socket in
-            guard let identity = socket.identity, let room = OrderStream.room(of: identity) else { return }
+            guard let identity = socket.identity, let room = OrderUpdates.room(of: identity) else { return }
             socket.join(room)
         }
         // A recovered socket keeps only the room its current token gives (an admin demoted meanwhile loses theirs).
         orders.checkRecoveredRooms { user, _, rooms in
-            guard let identity = user as? Identity, let room = OrderStream.room(of: identity) else { return [] }
+            guard let identity = user as? Identity, let room = OrderUpdates.room(of: identity) else { return [] }
             return rooms.intersection([room])
         }
-        let stream = OrderStream(namespace: orders, sagas: sagas, logger: platform.logger)
-        platform.addStreamConsumer(
-            name: "orders-stream", topics: [.ordersEvents], replay: realtime.replayWithinDedupe
-        ) { event in
-            try await stream.handle(event)
-        }
+        let store = OrderStore(
+            outbox: platform.outbox, updates: OrderUpdates(emits: realtime.emitter(for: orders)),
+            logger: platform.logger)
+        let workflow = OrderWorkflow(database: platform.database, store: store, now: platform.now)
+        let sagas = PickupSagas(database: platform.database, store: store, now: platform.now)
 
         let assignments = RiderAssignmentConsumer(workflow: workflow, store: store)
         platform.addConsumer(name: "rider-assignments", topics: [.allocationEvents]) { event, connection in

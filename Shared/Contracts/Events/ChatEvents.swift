@@ -1,6 +1,7 @@
 import Foundation
 
-/// A chat message was stored (chat.messages, keyed by order id); chat emits it to the order's room.
+/// A chat message was stored (chat.messages, keyed by order id); its `message` emit to the order's room was written
+/// in the same transaction.
 package struct ChatMessageSent: EventPayload {
     package static let eventType = "ChatMessageSent"
     package static let topic = Topic.chatMessages
@@ -12,13 +13,9 @@ package struct ChatMessageSent: EventPayload {
     package var text: String
     package var clientMessageId: String
     package var sentAt: Date
-    /// The chat instance the message was sent through.
-    package var originInstanceId: String?
-    /// The socket it was sent from, which does not get it back.
-    package var originSocketId: String?
     package init(
         messageId: String, orderId: String, senderId: String, senderRole: Role, senderName: String, text: String,
-        clientMessageId: String, sentAt: Date, originInstanceId: String? = nil, originSocketId: String? = nil
+        clientMessageId: String, sentAt: Date
     ) {
         self.messageId = messageId
         self.orderId = orderId
@@ -28,8 +25,6 @@ package struct ChatMessageSent: EventPayload {
         self.text = text
         self.clientMessageId = clientMessageId
         self.sentAt = sentAt
-        self.originInstanceId = originInstanceId
-        self.originSocketId = originSocketId
     }
 }
 

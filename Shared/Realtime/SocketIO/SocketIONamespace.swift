@@ -27,9 +27,23 @@ package final class SocketIONamespace: Sendable {
         var recoveryCheck: RecoveryCheck?
     }
 
+    /// The sockets on this instance, the rooms they are in, and a feed of each such room's stream: one lock, so a
+    /// socket joins a room at the position its feed has delivered up to, and a delivery reaches exactly the sockets
+    /// in the room when the feed moves past it.
     private struct Members: Sendable {
         var sockets: [String: SocketIOSocket] = [:]
         var rooms: [String: [String: SocketIOSocket]] = [:]
+        var feeds: [String: Feed] = [:]
+        /// Numbers feeds, so that the store's answer to a feed that closed meanwhile is not taken by a later one.
+        var nextFeed = 0
+    }
+
+    /// A room's feed, and who holds it open without a socket in the room (a restore reading what a client missed).
+    private struct Feed: Sendable {
+        var feed = RoomFeed()
+        var id: Int
+        var pins = 0
+        var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let registry = Mutex(Registry())
@@ -108,6 +122,8 @@ package final class SocketIONamespace: Sendable {
                     throw DecodingProblem(error)
                 }
                 reply = try JSONValue(encoding: try await handler(socket, decoded))
+                // A client that has the answer to its `join` recovers into that room: the store has it first.
+                if socket.hasUnsavedRooms { await socket.untilRoomsSaved(timeout: .seconds(5)) }
             } catch let error as any CodedError {
                 reply = SocketIOError.body(code: error.code, message: error.message)
             } catch {
@@ -159,49 +175,52 @@ package final class SocketIONamespace: Sendable {
     /// The room every socket of `userId` joins.
     package static func userRoom(_ userId: String) -> String { "user:\(userId)" }
 
-    /// Emits to every socket in any of `rooms`, on every instance: through the realtime log, which gives the emit
-    /// its recovery offset.
-    /// - Parameters:
-    ///   - dedupeKey: set when every instance emits the same thing (each consumed the same event): only the first
-    ///     emit with the key is delivered.
-    ///   - latestKey: only the latest matters (a position): an emit of `event` with the same key that still waits
-    ///     for a slow client is dropped for the newer one (Socket.IO's volatile emits, but keeping the newest), and
-    ///     recovery replays only the latest.
-    package func emit(
-        _ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: Set<String> = [],
-        dedupeKey: String? = nil, latestKey: String? = nil
-    ) async {
+    /// The Socket.IO packet of `event` with `arguments` in this namespace, for a store: its text and attachments.
+    package func eventPacket(_ event: String, _ arguments: SocketIOArguments) -> (text: String, attachments: [[UInt8]])
+    {
         let packets = SocketIOConnection.eventPackets(namespace: name, event: event, arguments: arguments, ackId: nil)
-        let key = latestKey.map { Self.pendingKey(namespace: name, event: event, key: $0) }
-        server.broadcast(
-            namespace: self, rooms: rooms, except: except, packets: packets, latestKey: key,
-            dedupeKey: dedupeKey.map { "\(name)|\(event)|\($0)" })
+        var text = ""
+        var attachments: [[UInt8]] = []
+        for packet in packets {
+            switch packet.payload {
+            case .text(let value): text = value
+            case .binary(let bytes): attachments.append(bytes)
+            }
+        }
+        return (text, attachments)
     }
 
-    /// The key of a replaceable pending packet: the same key of another event or namespace is another packet.
-    static func pendingKey(namespace: String, event: String, key: String) -> String { "\(namespace)|\(event)|\(key)" }
+    /// Emits to every socket in `room`, on every instance, in a store transaction of its own: appended to the
+    /// room's stream (the offset clients recover with), or, with `latestKey`, kept as the room's latest value of
+    /// that key (Socket.IO's volatile emits, but keeping the newest: a pending one waiting for a slow client is
+    /// replaced, and a recovered client gets the latest again). An emit that is part of a change is better written
+    /// in the change's own transaction (the platform's emitter does that).
+    /// - Parameter except: a socket that does not get it (the sender's).
+    package func emit(
+        _ event: String, _ arguments: SocketIOArguments, toRoom room: String, except: String? = nil,
+        latestKey: String? = nil
+    ) async throws {
+        let (packet, attachments) = eventPacket(event, arguments)
+        try await server.store.append(
+            RoomEmit(
+                namespace: name, room: room, packet: packet, attachments: attachments, except: except,
+                latestKey: latestKey))
+    }
 
     /// Emits one payload (encoded with the contracts' JSON coding) to every socket in `room`.
-    /// - Parameter latestKey: see ``emit(_:_:toRooms:except:dedupeKey:latestKey:)``.
     package func emit(
-        _ event: String, _ payload: some Encodable, toRoom room: String, dedupeKey: String? = nil,
-        latestKey: String? = nil
-    ) async {
-        do {
-            await emit(
-                event, try SocketIOArguments(encoding: payload), toRooms: [room], dedupeKey: dedupeKey,
-                latestKey: latestKey)
-        } catch {
-            logger.error("could not encode \(event)", metadata: ["error": "\(error)"])
-        }
+        _ event: String, _ payload: some Encodable, toRoom room: String, latestKey: String? = nil
+    ) async throws {
+        try await emit(event, try SocketIOArguments(encoding: payload), toRoom: room, latestKey: latestKey)
     }
 
     /// Emits to every socket of `userId` (on every instance).
-    package func emit(_ event: String, _ payload: some Encodable, toUser userId: String, dedupeKey: String? = nil)
-        async
-    {
-        await emit(event, payload, toRoom: Self.userRoom(userId), dedupeKey: dedupeKey)
+    package func emit(_ event: String, _ payload: some Encodable, toUser userId: String) async throws {
+        try await emit(event, payload, toRoom: Self.userRoom(userId))
     }
+
+    /// The key of a replaceable pending packet: a room's latest value of a key.
+    static func pendingKey(namespace: String, room: String, key: String) -> String { "\(namespace)|\(room)|\(key)" }
 
     /// The sockets in `room` on this instance.
     package func sockets(in room: String) -> [SocketIOSocket] {
@@ -211,30 +230,8 @@ package final class SocketIONamespace: Sendable {
     /// The sockets of this namespace on this instance.
     package var sockets: [SocketIOSocket] { members.withLock { Array($0.sockets.values) } }
 
-    /// Sends already encoded packets to the local sockets in `rooms`, each socket once; `offset` is the emit's
-    /// position in the realtime log.
-    func deliver(
-        _ packets: [EnginePacket], toRooms rooms: [String], except: Set<String>, latestKey: String? = nil,
-        offset: Int64? = nil
-    ) {
-        let targets = members.withLock { members -> [SocketIOSocket] in
-            if rooms.count == 1 {
-                return (members.rooms[rooms[0]] ?? [:]).values.filter { !except.contains($0.id) }
-            }
-            var seen = Set<String>()
-            var targets: [SocketIOSocket] = []
-            for room in rooms {
-                for (id, socket) in members.rooms[room] ?? [:] where !except.contains(id) && seen.insert(id).inserted {
-                    targets.append(socket)
-                }
-            }
-            return targets
-        }
-        for socket in targets {
-            if let offset { socket.sent(offset) }
-            socket.connection.send(packets, latestKey: latestKey)
-        }
-    }
+    /// The rooms this instance follows.
+    package var followedRooms: [String] { members.withLock { Array($0.feeds.keys) } }
 
     // MARK: Membership
 
@@ -242,53 +239,251 @@ package final class SocketIONamespace: Sendable {
 
     func handler(for event: String) -> EventHandler? { registry.withLock { $0.handlers[event] } }
 
-    /// Adds the socket and its own rooms (its id, its user's; a recovered socket's others too): emits to them
-    /// reach it from now on.
-    func register(_ socket: SocketIOSocket, rooms: Set<String> = []) {
+    /// Adds a new socket and its own rooms (its id, its user's): emits to them reach it from now on.
+    func register(_ socket: SocketIOSocket) {
         let count = members.withLock { members -> Int in
             members.sockets[socket.id] = socket
             return members.sockets.count
         }
         connectedGauge.record(count)
-        socket.join(socket.id)
+        socket.join(socket.id, new: true)
         if let user = socket.user { socket.join(Self.userRoom(user.userId)) }
-        for room in rooms { socket.join(room) }
     }
 
-    /// Runs the connect handlers of a registered socket, then records its session for recovery.
+    /// Runs the connect handlers of a registered socket, then writes its session for recovery.
     func connected(_ socket: SocketIOSocket) async {
         for handler in registry.withLock({ $0.connectHandlers }) { await handler(socket) }
         socket.markAnnounced()
-        server.record(socket, state: .connected)
     }
 
     func disconnected(_ socket: SocketIOSocket, reason: SocketIODisconnectReason) async {
-        let rooms = socket.markDisconnected()
+        let rooms = socket.markDisconnected(recoverable: reason.isRecoverable)
         // A socket restored meanwhile (same id, another object) keeps its place.
         let count = members.withLock { members -> Int in
             if members.sockets[socket.id] === socket { members.sockets.removeValue(forKey: socket.id) }
             for room in rooms where members.rooms[room]?[socket.id] === socket {
                 members.rooms[room]?.removeValue(forKey: socket.id)
-                if members.rooms[room]?.isEmpty == true { members.rooms.removeValue(forKey: room) }
+                closeFeedIfUnused(room, in: &members)
             }
             return members.sockets.count
         }
         connectedGauge.record(count)
         // Restored on another instance: the session lives there now.
         if socket.movedAway { return }
-        server.record(socket, state: reason.isRecoverable ? .disconnected : .ended, rooms: rooms)
         for handler in registry.withLock({ $0.disconnectHandlers }) { await handler(socket, reason) }
     }
 
-    func add(_ socket: SocketIOSocket, to room: String) {
-        members.withLock { $0.rooms[room, default: [:]][socket.id] = socket }
+    /// A socket joined `room`: it gets the room's emits after the position the room's feed delivered up to (the
+    /// feed opens if this instance did not follow the room; the socket's position is then set when it has).
+    /// - Parameter new: nothing can have been emitted to the room (a new socket's own): its feed opens at once.
+    func add(_ socket: SocketIOSocket, to room: String, new: Bool = false) {
+        members.withLock { members in
+            members.rooms[room, default: [:]][socket.id] = socket
+            if let feed = members.feeds[room] {
+                socket.joined(room, at: feed.feed.state == .opening ? nil : feed.feed.position)
+            } else if new {
+                let id = members.nextFeed
+                members.nextFeed += 1
+                var feed = Feed(id: id)
+                _ = feed.feed.opened(at: .start)
+                members.feeds[room] = feed
+                socket.joined(room, at: .start)
+            } else {
+                socket.joined(room, at: nil)
+                openFeed(room, in: &members)
+            }
+        }
     }
 
     func remove(_ socket: SocketIOSocket, from room: String) {
         members.withLock { members in
             guard members.rooms[room]?[socket.id] === socket else { return }
             members.rooms[room]?.removeValue(forKey: socket.id)
-            if members.rooms[room]?.isEmpty == true { members.rooms.removeValue(forKey: room) }
+            closeFeedIfUnused(room, in: &members)
+        }
+    }
+
+    // MARK: Feeds
+
+    private func openFeed(_ room: String, in members: inout Members) {
+        let id = members.nextFeed
+        members.nextFeed += 1
+        members.feeds[room] = Feed(id: id)
+        server.ask(.position(namespace: self, room: room, feed: id))
+    }
+
+    private func closeFeedIfUnused(_ room: String, in members: inout Members) {
+        guard members.rooms[room]?.isEmpty ?? true else { return }
+        members.rooms.removeValue(forKey: room)
+        if let feed = members.feeds[room], feed.pins == 0 { members.feeds.removeValue(forKey: room) }
+    }
+
+    /// Whether feed `id` of `room` is still open (the store's answer for a feed that closed is dropped).
+    func isFeedOpen(_ room: String, feed id: Int) -> Bool { members.withLock { $0.feeds[room]?.id == id } }
+
+    /// A notice of `room`'s stream from the store.
+    func received(room: String, _ notice: RoomFeed.Notice) {
+        members.withLock { members in
+            guard var feed = members.feeds[room] else { return }
+            let steps = feed.feed.received(notice)
+            members.feeds[room] = feed
+            perform(steps, room: room, in: &members)
+        }
+    }
+
+    /// The store's answer to a feed that opens.
+    func opened(room: String, feed id: Int, at position: StreamPosition) {
+        members.withLock { members in
+            guard var feed = members.feeds[room], feed.id == id else { return }
+            let steps = feed.feed.opened(at: position)
+            members.feeds[room] = feed
+            perform(steps, room: room, in: &members)
+        }
+    }
+
+    /// The store's answer to a feed that reads a gap.
+    func filled(room: String, feed id: Int, _ read: StreamRead) {
+        members.withLock { members in
+            guard var feed = members.feeds[room], feed.id == id else { return }
+            let steps = feed.feed.filled(read)
+            members.feeds[room] = feed
+            perform(steps, room: room, in: &members)
+        }
+    }
+
+    /// The store's notices may have been missed: every feed reads what it may not have delivered.
+    func resyncFeeds() {
+        members.withLock { members in
+            for room in Array(members.feeds.keys) {
+                guard var feed = members.feeds[room] else { continue }
+                let steps = feed.feed.resync(top: nil)
+                members.feeds[room] = feed
+                perform(steps, room: room, in: &members)
+            }
+        }
+    }
+
+    /// Does what a feed decided, under the members lock: deliveries reach exactly the sockets in the room now.
+    private func perform(_ steps: [RoomFeed.Step], room: String, in members: inout Members) {
+        let withOffset = server.configuration.recovery != nil
+        for step in steps {
+            switch step {
+            case .readPosition:
+                guard let id = members.feeds[room]?.id else { continue }
+                server.ask(.position(namespace: self, room: room, feed: id))
+            case .readEmits(let after):
+                guard let id = members.feeds[room]?.id else { continue }
+                server.ask(.emits(namespace: self, room: room, after: after, feed: id))
+            case .started(let position):
+                for socket in (members.rooms[room] ?? [:]).values { socket.started(room, at: position) }
+            case .deliver(let emits):
+                let targets = Array((members.rooms[room] ?? [:]).values)
+                for emit in emits {
+                    for socket in targets where socket.id != emit.except {
+                        socket.deliver(emit, room: room, withOffset: withOffset)
+                    }
+                }
+            case .lost(let gap):
+                logger.warning(
+                    "a room's stream cannot be followed on from where its sockets are; they reconnect and reload",
+                    metadata: ["socketio.room": "\(room)", "socketio.gap": "\(gap.rawValue)"])
+                for socket in (members.rooms[room] ?? [:]).values { socket.dropConnection() }
+            }
+        }
+        if var feed = members.feeds[room], feed.feed.state != .opening, !feed.waiters.isEmpty {
+            for waiter in feed.waiters { waiter.resume() }
+            feed.waiters = []
+            members.feeds[room] = feed
+        }
+    }
+
+    /// A room's latest value of `key` changed: sent to the sockets in the room here, replacing one still waiting.
+    func deliverLatest(room: String, key: String, packet: String) {
+        let targets = members.withLock { Array(($0.rooms[room] ?? [:]).values) }
+        guard !targets.isEmpty else { return }
+        let packets = [EnginePacket(.message, packet)]
+        let pending = Self.pendingKey(namespace: name, room: room, key: key)
+        for socket in targets { socket.connection.send(packets, latestKey: pending) }
+    }
+
+    /// Opens (if need be) and holds open the feeds of `rooms`, until each has opened: a restore reads what the
+    /// client missed once the feeds it joins are delivering. Release them with ``unpinFeeds(_:)``.
+    func pinFeeds(_ rooms: [String]) async {
+        for room in rooms {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let live = members.withLock { members -> Bool in
+                    if members.feeds[room] == nil { openFeed(room, in: &members) }
+                    members.feeds[room]?.pins += 1
+                    guard members.feeds[room]?.feed.state == .opening else { return true }
+                    members.feeds[room]?.waiters.append(continuation)
+                    return false
+                }
+                if live { continuation.resume() }
+            }
+        }
+    }
+
+    func unpinFeeds(_ rooms: [String]) {
+        members.withLock { members in
+            for room in rooms {
+                members.feeds[room]?.pins -= 1
+                closeFeedIfUnused(room, in: &members)
+            }
+        }
+    }
+
+    /// Waits until the feed of `room` has opened (at once if it is not opening, or gone).
+    func untilOpened(_ room: String) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = members.withLock { members -> Bool in
+                guard members.feeds[room]?.feed.state == .opening else { return true }
+                members.feeds[room]?.waiters.append(continuation)
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    /// Restores `socket` into its rooms from the client's `positions`: sends what it missed up to where each room's
+    /// feed delivered (from `replay`, read from the store), then each room's `latest` values, and puts it in the
+    /// rooms, all under the members lock so nothing delivered meanwhile is missed or sent twice. Returns, without
+    /// restoring anything, the rooms whose feed moved past what was read (read on after the position given).
+    func restore(
+        _ socket: SocketIOSocket, positions: [String: StreamPosition],
+        replay: [String: (emits: [StreamEmit], top: StreamPosition)], latest: [String: [String: String]]
+    ) -> [String: StreamPosition] {
+        let withOffset = server.configuration.recovery != nil
+        return members.withLock { members in
+            var short: [String: StreamPosition] = [:]
+            for (room, read) in replay {
+                guard let feed = members.feeds[room]?.feed else { continue }
+                if feed.position.epoch == read.top.epoch && feed.position.offset > read.top.offset {
+                    short[room] = read.top
+                }
+            }
+            guard short.isEmpty else { return short }
+            members.sockets[socket.id] = socket
+            socket.restored(positions)
+            for (room, position) in positions {
+                members.rooms[room, default: [:]][socket.id] = socket
+                let feedPosition = members.feeds[room]?.feed.position ?? position
+                for emit in replay[room]?.emits ?? []
+                where emit.except != socket.id
+                    && (emit.position.epoch != feedPosition.epoch || emit.position.offset <= feedPosition.offset)
+                {
+                    socket.deliver(emit, room: room, withOffset: withOffset)
+                }
+                // A feed that delivered less than the client has (the client came from an instance further on) does
+                // not send it those again: the socket's position is the later one.
+                socket.started(room, at: feedPosition)
+                for (key, packet) in (latest[room] ?? [:]).sorted(by: { $0.key < $1.key }) {
+                    socket.connection.send(
+                        [EnginePacket(.message, packet)],
+                        latestKey: Self.pendingKey(namespace: name, room: room, key: key))
+                }
+            }
+            connectedGauge.record(members.sockets.count)
+            return [:]
         }
     }
 }

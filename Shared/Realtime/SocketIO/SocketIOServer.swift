@@ -4,73 +4,61 @@ import Logging
 import Synchronization
 
 /// Socket.IO v5 on top of an ``EngineServer``: namespaces, connection authorization, events and
-/// acknowledgements, rooms, fan-out to every instance through a ``RealtimeLog``, and connection state recovery
+/// acknowledgements, rooms, fan-out to every instance through a ``RealtimeStore``, and connection state recovery
 /// (Socket.IO v4.6) on whichever instance a client reconnects to.
 ///
-/// Every emit is appended to the log and delivered when the log applies it, on every instance in the same order:
-/// its position is the offset clients see, so a socket restored anywhere gets exactly the emits after the last
-/// one it received. Without a log (one process, tests) emits are applied in place, in the same way.
+/// An emit to a room is appended to the room's stream in the store (in the transaction of the change that causes
+/// it, when the platform's emitter is used) and delivered when the store's notice comes back, by every instance
+/// that holds a socket in the room: each follows only the rooms its own sockets are in (``RoomFeed``). Each
+/// recoverable emit carries the receiving socket's position in each of its rooms (``StreamOffsets``), which the
+/// client sends back to recover; the session itself is kept in the store, so any instance restores it, exactly one
+/// when two try.
 package final class SocketIOServer: EngineHandler, Sendable {
     let logger: Logger
-    /// Identifies this process in the log.
+    /// Identifies this process in the store (the owner of its sessions).
     package let instanceId: String
     private let namespaces = Mutex<[String: SocketIONamespace]>([:])
     private let connections = Mutex<[String: SocketIOConnection]>([:])
-    private let log: (any RealtimeLog)?
+    let store: any RealtimeStore
     let configuration: SocketIOConfiguration
 
-    /// Whether the log was read up to this instance's start (always, without a log). Until then handshakes are
-    /// refused (503): the emits before the start must be held for recovery, and must not reach new sockets late.
-    package var acceptsSessions: Bool { logState.withLock { $0.caughtUp } }
-
-    /// How long the realtime log drops an emit whose dedupe key it applied already; nil without a log.
-    package var dedupeWindow: Duration? {
-        log == nil ? nil : (configuration.recovery ?? SocketIORecoverySettings()).window
+    /// What the feeds and sessions ask of the store, worked through by ``runStore()``.
+    enum StoreWork: Sendable {
+        /// Where a room's stream stands, for a feed that opens (`feed` tells the feed apart from a later one).
+        case position(namespace: SocketIONamespace, room: String, feed: Int)
+        /// A room's emits after a position, for a feed that fills a gap.
+        case emits(namespace: SocketIONamespace, room: String, after: StreamPosition, feed: Int)
+        /// A socket's session to write (its rooms changed, it connected or dropped).
+        case save(SocketIOSocket)
     }
 
-    private struct LogState {
-        var ledger: RecoveryLedger
-        /// The next offset when there is no log.
-        var nextLocalOffset: Int64 = 0
-        /// The log was read up to this instance's start marker: before, its records predate every local socket.
-        var caughtUp: Bool
-        /// Connections waiting for the log to be applied up to an offset.
-        var waiters: [UUID: (offset: Int64, continuation: CheckedContinuation<Void, Never>)] = [:]
+    private let work: AsyncStream<StoreWork>
+    private let workInput: AsyncStream<StoreWork>.Continuation
 
-        /// Resumes the waiters whose offset was applied.
-        mutating func resumeWaiters() {
-            guard !waiters.isEmpty else { return }
-            for (id, waiter) in waiters where waiter.offset <= ledger.head {
-                waiters.removeValue(forKey: id)
-                waiter.continuation.resume()
-            }
-        }
+    private struct Following {
+        /// Whether the store's notices are followed now.
+        var active = false
+        /// Whether following was lost since it began (notices may have been missed).
+        var lost = false
     }
 
-    private let logState: Mutex<LogState>
-    /// Emits and session records wait here to be appended, in order and in batches, by ``runLog()``: an emit
-    /// costs its caller nothing, and a burst costs one broker round trip per batch. At most ``outgoingLimit`` wait;
-    /// beyond it an emit is delivered on this instance only and a session record dropped (that session recovers
-    /// less, never wrongly), both counted.
-    private let outgoing = Mutex<[RealtimeRecord]>([])
-    private let outgoingWaiting: AsyncStream<Void>
-    private let outgoingWaitingInput: AsyncStream<Void>.Continuation
-    static let outgoingLimit = 100_000
-    static let batchSize = 1000
+    private let following = Mutex(Following())
+
+    /// Whether the store's notices are followed: until then handshakes are refused (503), since nothing could be
+    /// delivered to a new socket.
+    package var acceptsSessions: Bool { following.withLock { $0.active } }
+
+    /// How many bytes of a room's stream one read after a gap takes at most.
+    static let fillLimit = 4 << 20
 
     package init(
-        configuration: SocketIOConfiguration = SocketIOConfiguration(), log: (any RealtimeLog)?, logger: Logger
+        configuration: SocketIOConfiguration = SocketIOConfiguration(), store: any RealtimeStore, logger: Logger
     ) {
         self.configuration = configuration
-        self.log = log
+        self.store = store
         self.logger = logger
         self.instanceId = UUID().uuidString
-        self.logState = Mutex(
-            LogState(
-                ledger: RecoveryLedger(settings: configuration.recovery ?? SocketIORecoverySettings()),
-                caughtUp: log == nil))
-        (outgoingWaiting, outgoingWaitingInput) = AsyncStream.makeStream(
-            bufferingPolicy: .bufferingNewest(1))
+        (work, workInput) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
     }
 
     /// The namespace `name` (e.g. `/chat`), created on first use. Clients can connect only to created ones.
@@ -177,37 +165,31 @@ package final class SocketIOServer: EngineHandler, Sendable {
                 return
             }
         }
-        let request = configuration.recovery == nil ? nil : RecoveryRequest(auth: packet.data)
-        // Only a session this instance holds is worth waiting for; any other pid is refused at once, whatever offset
-        // comes with it. (A session whose record this instance has not read yet, a client dropping within moments
-        // of connecting, is refused too: the client connects afresh and reloads, never wrongly.)
-        if let request, let offset = request.offset,
-            logState.withLock({
-                $0.ledger.holdsSession(pid: request.pid, namespace: namespace.name, userId: credentials?.user.userId)
-            })
-        {
-            await waitUntilApplied(offset)
-        }
-        if let request,
-            let socket = try await restore(
-                request, in: namespace, handshake: handshake, user: credentials?.user, on: connection)
-        {
-            RealtimeMetrics.recoveries.increment()
-            await namespace.connected(socket)
-            if let expiresAt = credentials?.expiresAt { socket.expire(at: expiresAt) }
-            return
+        if let recovery = configuration.recovery, let request = RecoveryRequest(auth: packet.data) {
+            switch await restore(
+                request, in: namespace, handshake: handshake, user: credentials?.user, settings: recovery,
+                on: connection)
+            {
+            case .success(let socket):
+                RealtimeMetrics.recoveries.increment()
+                connection.session.claim()
+                await namespace.connected(socket)
+                if let expiresAt = credentials?.expiresAt { socket.expire(at: expiresAt) }
+                return
+            case .failure(let refusal):
+                RealtimeMetrics.recoveryRefused(refusal)
+                logger.debug(
+                    "socket not recovered",
+                    metadata: ["socketio.namespace": "\(namespace.name)", "socketio.refusal": "\(refusal.rawValue)"])
+            }
         }
         let pid = configuration.recovery == nil ? nil : EngineServer.makeSessionId()
-        let socket = try logState.withLock { state throws(EngineProtocolError) -> SocketIOSocket in
-            let socket = SocketIOSocket(
-                id: EngineServer.makeSessionId(), namespace: namespace, user: credentials?.user,
-                handshake: handshake, connection: connection, pid: pid, since: state.ledger.head
-            )
-            guard connection.attach(socket) else { throw EngineProtocolError("CONNECT twice to one namespace") }
-            namespace.register(socket)
-            connection.send([EnginePacket(.message, Self.connectAnswer(socket).encoded)])
-            return socket
-        }
+        let socket = SocketIOSocket(
+            id: EngineServer.makeSessionId(), namespace: namespace, user: credentials?.user, handshake: handshake,
+            connection: connection, pid: pid)
+        guard connection.attach(socket) else { throw EngineProtocolError("CONNECT twice to one namespace") }
+        namespace.register(socket)
+        connection.send([EnginePacket(.message, Self.connectAnswer(socket).encoded)])
         connection.session.claim()
         await namespace.connected(socket)
         if let expiresAt = credentials?.expiresAt { socket.expire(at: expiresAt) }
@@ -220,61 +202,105 @@ package final class SocketIOServer: EngineHandler, Sendable {
         return SocketIOPacket(type: .connect, namespace: socket.namespace.name, data: .object(JSONObject(fields)))
     }
 
-    /// Restores the session a client asks back, if it may be: the same user, within the window, and every emit it
-    /// missed still held. The missed emits go out before the CONNECT answer, as Socket.IO sends them; nil leaves
-    /// the client to connect afresh (it sees a new `pid` and reloads its state).
+    /// Restores the session a client asks back, if it may be: held by the store, the same user, within the window,
+    /// and every emit it missed in each of its rooms still held and shown contiguous. The missed emits go out before
+    /// the CONNECT answer, as Socket.IO sends them, then each room's latest values; a refusal leaves the client to
+    /// connect afresh (it sees a new `pid` and reloads its state).
     private func restore(
         _ request: RecoveryRequest, in namespace: SocketIONamespace, handshake: SocketIOHandshake,
-        user: (any SocketIOUser)?, on connection: SocketIOConnection
-    ) async throws(EngineProtocolError) -> SocketIOSocket? {
-        let now = configuration.now()
-        let preview: RecoveryLedger.Restoration
-        switch logState.withLock({
-            $0.ledger.restoration(
-                pid: request.pid, namespace: namespace.name, userId: user?.userId, offset: request.offset, now: now)
-        }) {
-        case .success(let restoration): preview = restoration
-        case .failure(let refusal):
-            RealtimeMetrics.recoveryRefused(refusal)
-            logger.debug(
-                "socket not recovered",
-                metadata: ["socketio.namespace": "\(namespace.name)", "socketio.refusal": "\(refusal.rawValue)"])
-            return nil
+        user: (any SocketIOUser)?, settings: SocketIORecoverySettings, on connection: SocketIOConnection
+    ) async -> Result<SocketIOSocket, RecoveryRefusal> {
+        let stored: StoredSession
+        do {
+            guard let found = try await store.session(pid: request.pid) else { return .failure(.unknownSession) }
+            stored = found
+        } catch {
+            logger.warning("could not read a session to restore", metadata: ["error": "\(error)"])
+            return .failure(.unknownSession)
         }
-        var rooms = Set(preview.session.rooms)
-        if let user, let check = namespace.recoveryCheck { rooms = await check(user, preview.session.sid, rooms) }
-        let allowed = rooms
-        let restored = try logState.withLock { state throws(EngineProtocolError) -> SocketIOSocket? in
-            // Checked again: a record applied while the rooms were checked may have changed the session.
-            guard
-                case .success(let restoration) = state.ledger.restoration(
-                    pid: request.pid, namespace: namespace.name, userId: user?.userId, offset: request.offset, now: now)
-            else { return nil }
-            let session = restoration.session
-            let socket = SocketIOSocket(
-                id: session.sid, namespace: namespace, user: user, handshake: handshake, connection: connection,
-                pid: session.pid, since: session.since, generation: session.generation + 1, recovered: true
-            )
-            guard connection.attach(socket) else { throw EngineProtocolError("CONNECT twice to one namespace") }
-            // The same client's previous socket may still be held here (its connection not yet seen dropped).
-            namespace.sockets.first { $0.id == session.sid }?.moveAway()
-            namespace.register(socket, rooms: allowed.subtracting([session.sid]))
-            var lastSent = request.offset
-            for entry in restoration.missed where entry.rooms.contains(where: allowed.contains) {
-                connection.send(entry.packets, latestKey: entry.latestKey)
-                lastSent = entry.offset
+        if let refusal = SessionRestore.check(
+            stored, namespace: namespace.name, userId: user?.userId, now: configuration.now(), settings: settings)
+        {
+            return .failure(refusal)
+        }
+        // The socket's own rooms always; the others as the namespace allows (the user's access may have changed).
+        let own = Set([stored.sid] + (user.map { [SocketIONamespace.userRoom($0.userId)] } ?? []))
+        var rooms = Set(stored.rooms.keys)
+        if let user, let check = namespace.recoveryCheck {
+            rooms = await check(user, stored.sid, rooms.subtracting(own)).union(own)
+        }
+        rooms.formIntersection(stored.rooms.keys)
+        let positions: [String: StreamPosition]
+        switch SessionRestore.clientPositions(session: stored, rooms: rooms, offsets: request.offsets) {
+        case .success(let found): positions = found
+        case .failure(let refusal): return .failure(refusal)
+        }
+        // The feeds first, so that what is read below meets what they deliver.
+        await namespace.pinFeeds(Array(rooms))
+        defer { namespace.unpinFeeds(Array(rooms)) }
+        var replay: [String: (emits: [StreamEmit], top: StreamPosition)] = [:]
+        var latest: [String: [String: String]] = [:]
+        var budget = settings.replayLimit
+        do {
+            for room in rooms.sorted() {
+                switch try await store.emits(
+                    namespace: namespace.name, room: room, after: positions[room] ?? .start, byteLimit: budget)
+                {
+                case .unavailable(let gap): return .failure(RecoveryRefusal(gap))
+                case .emits(let emits, let top):
+                    let bytes = emits.reduce(0) { $0 + $1.bytes }
+                    let complete =
+                        emits.last.map { $0.position == top } ?? (top.offset <= (positions[room]?.offset ?? 0))
+                    guard complete, bytes <= budget else { return .failure(.tooMuchMissed) }
+                    replay[room] = (emits, top)
+                    budget -= bytes
+                }
+                latest[room] = try await store.latest(namespace: namespace.name, room: room)
             }
-            if let lastSent { socket.sent(lastSent) }
-            connection.send([EnginePacket(.message, Self.connectAnswer(socket).encoded)])
-            var moved = session
-            moved.state = .connected
-            moved.rooms = Array(socket.rooms)
-            moved.generation = socket.generation
-            state.ledger.restored(moved, namespace: namespace.name, owner: instanceId, at: now)
-            return socket
+        } catch {
+            logger.warning("could not read what a recovering socket missed", metadata: ["error": "\(error)"])
+            return .failure(.emitsNoLongerHeld)
         }
-        if restored != nil { connection.session.claim() }
-        return restored
+        var claimed = stored
+        claimed.generation += 1
+        claimed.owner = instanceId
+        claimed.state = .connected
+        claimed.changedAt = configuration.now()
+        do {
+            guard try await store.claim(claimed) else { return .failure(.claimedElsewhere) }
+        } catch {
+            logger.warning("could not claim a session to restore", metadata: ["error": "\(error)"])
+            return .failure(.claimedElsewhere)
+        }
+        let socket = SocketIOSocket(
+            id: stored.sid, namespace: namespace, user: user, handshake: handshake, connection: connection,
+            pid: stored.pid, generation: claimed.generation, recovered: true)
+        guard connection.attach(socket) else { return .failure(.claimedElsewhere) }
+        // The same client's previous socket may still be held here (its connection not yet seen dropped).
+        namespace.sockets.first { $0.id == stored.sid }?.moveAway()
+        while true {
+            let short = namespace.restore(
+                socket, positions: positions, replay: replay, latest: latest)
+            if short.isEmpty { break }
+            // A feed moved past what was read: read on from there.
+            do {
+                for (room, after) in short {
+                    guard
+                        case .emits(let more, let top) = try await store.emits(
+                            namespace: namespace.name, room: room, after: after, byteLimit: Self.fillLimit)
+                    else {
+                        connection.detach(socket, reason: .transportClose)
+                        return .failure(.emitsNoLongerHeld)
+                    }
+                    replay[room] = ((replay[room]?.emits ?? []) + more, top)
+                }
+            } catch {
+                connection.detach(socket, reason: .transportClose)
+                return .failure(.emitsNoLongerHeld)
+            }
+        }
+        connection.send([EnginePacket(.message, Self.connectAnswer(socket).encoded)])
+        return .success(socket)
     }
 
     private func refuse(_ namespace: String, _ refusal: SocketIOConnectRefusal, on connection: SocketIOConnection) {
@@ -286,230 +312,139 @@ package final class SocketIOServer: EngineHandler, Sendable {
         connection.send([EnginePacket(.message, packet.encoded)])
     }
 
-    // MARK: The realtime log
+    // MARK: The store
 
-    /// Queues an emit for the log (or, without one, applies it in place). If the log cannot take it, the emit is
-    /// still delivered to this instance's sockets, without an offset.
-    func broadcast(
-        namespace: SocketIONamespace, rooms: [String], except: Set<String>, packets: [EnginePacket],
-        latestKey: String?, dedupeKey: String?
-    ) {
-        var text = ""
-        var attachments: [String] = []
-        for packet in packets {
-            switch packet.payload {
-            case .text(let value): text = value
-            case .binary(let bytes): attachments.append(Data(bytes).base64EncodedString())
-            }
-        }
-        let record = RealtimeRecord(
-            origin: instanceId, namespace: namespace.name, at: configuration.now(),
-            broadcast: RealtimeBroadcast(
-                rooms: rooms, except: except.sorted(), packet: text, attachments: attachments, latestKey: latestKey,
-                dedupeKey: dedupeKey)
-        )
-        enqueue(record)
-    }
+    /// Hands `work` to ``runStore()``.
+    func ask(_ item: StoreWork) { workInput.yield(item) }
 
-    /// Records a socket's session for recovery: connected (with its rooms), disconnected, or ended.
-    func record(_ socket: SocketIOSocket, state: RecoverableSession.State, rooms: Set<String>? = nil) {
-        guard configuration.recovery != nil, let pid = socket.pid else { return }
-        let record = RealtimeRecord(
-            origin: instanceId, namespace: socket.namespace.name, at: configuration.now(),
-            session: RecoverableSession(
-                pid: pid, sid: socket.id, userId: socket.user?.userId, rooms: Array(rooms ?? socket.rooms).sorted(),
-                state: state, since: socket.since, lastSent: socket.lastSent,
-                disconnectedAt: state == .disconnected ? logState.withLock { $0.ledger.head } : nil,
-                generation: socket.generation)
-        )
-        enqueue(record)
-    }
-
-    /// Hands a record to the log: queued for ``runLog()``, or applied in place when there is no log.
-    private func enqueue(_ record: RealtimeRecord) {
-        guard log != nil else {
-            applyInPlace(record)
-            return
-        }
-        let queued = outgoing.withLock { outgoing in
-            guard outgoing.count < Self.outgoingLimit else { return false }
-            outgoing.append(record)
-            return true
-        }
-        if queued {
-            outgoingWaitingInput.yield()
-        } else {
-            notAppended([record], because: "the realtime log's queue is full")
-        }
-    }
-
-    /// Records that will not reach the log (its queue is full, or the service stops while the broker is away):
-    /// emits are delivered on this instance only (without an offset), session records are lost.
-    private func notAppended(_ records: [RealtimeRecord], because reason: String) {
-        var emits = 0
-        for record in records {
-            guard let broadcast = record.broadcast else {
-                RealtimeMetrics.sessionRecordsDropped.increment()
-                continue
-            }
-            emits += 1
-            RealtimeMetrics.logAppendFailures.increment()
-            namespaces.withLock { $0[record.namespace] }?.deliver(
-                RecoveryLedger.packets(broadcast.packet, attachments: broadcast.attachments), toRooms: broadcast.rooms,
-                except: Set(broadcast.except), latestKey: broadcast.latestKey)
-        }
-        logger.warning(
-            "records not appended to the realtime log: emits delivered on this instance only, sessions not recorded",
-            metadata: ["reason": "\(reason)", "emits": "\(emits)", "sessions": "\(records.count - emits)"])
-    }
-
-    private func applyInPlace(_ record: RealtimeRecord) {
-        let movedAway = logState.withLock { state in
-            defer { state.nextLocalOffset += 1 }
-            return apply(state.nextLocalOffset, record, to: &state)
-        }
-        movedAway?.moveAway()
-    }
-
-    /// Applies a record read from the log.
-    package func apply(_ offset: Int64, _ record: RealtimeRecord) {
-        let movedAway = logState.withLock { state in
-            defer { state.resumeWaiters() }
-            return apply(offset, record, to: &state)
-        }
-        movedAway?.moveAway()
-    }
-
-    /// Applies a record under the log lock (so a socket being restored sees either all of it or none); returns a
-    /// local socket whose session moved to another instance.
-    private func apply(_ offset: Int64, _ record: RealtimeRecord, to state: inout LogState) -> SocketIOSocket? {
-        let namespace = namespaces.withLock { $0[record.namespace] }
-        if let broadcast = record.broadcast {
-            guard
-                let packets = state.ledger.apply(
-                    broadcast, namespace: record.namespace, at: record.at, offset: offset,
-                    withOffset: configuration.recovery != nil, now: configuration.now()),
-                state.caughtUp, let namespace
-            else { return nil }
-            namespace.deliver(
-                packets, toRooms: broadcast.rooms, except: Set(broadcast.except), latestKey: broadcast.latestKey,
-                offset: configuration.recovery == nil ? nil : offset)
-            return nil
-        }
-        if let session = record.session {
-            let moved = state.ledger.apply(
-                session, namespace: record.namespace, origin: record.origin, at: record.at, offset: offset,
-                now: configuration.now())
-            guard moved, record.origin != instanceId, let namespace else { return nil }
-            return namespace.sockets.first { $0.id == session.sid && $0.pid == session.pid }
-        }
-        state.ledger.skip(offset)
-        if record.origin == instanceId && !state.caughtUp {
-            state.caughtUp = true
-            logger.info("realtime log read up to this instance's start", metadata: ["realtime.offset": "\(offset)"])
-        }
-        return nil
-    }
-
-    /// A client reconnecting with an offset this instance has not applied yet (it reads the log a little behind
-    /// the instance the client came from) waits for it, up to ``SocketIORecoverySettings/catchUpWait``: else it
-    /// would be refused recovery, or, connecting afresh, get again emits it already has.
-    private func waitUntilApplied(_ offset: Int64) async {
-        guard logState.withLock({ $0.ledger.head < offset }) else { return }
-        let id = UUID()
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                await withCheckedContinuation { continuation in
-                    self.logState.withLock { state in
-                        if state.ledger.head >= offset {
-                            continuation.resume()
-                        } else {
-                            state.waiters[id] = (offset, continuation)
-                        }
-                    }
+    /// Follows the store's notices (again after losing them, reading what the feeds may have missed) and does the
+    /// store work the feeds and sessions ask for, until cancelled; then writes the sessions still to be written.
+    package func runStore() async {
+        await withDiscardingTaskGroup { following in
+            following.addTask { await self.followStore() }
+            following.addTask { await self.refreshSessions() }
+            // Ends once the work is finished and every piece of it done (sessions of sockets that just closed).
+            await withDiscardingTaskGroup { group in
+                for await item in work {
+                    group.addTask { await self.perform(item) }
                 }
             }
-            let wait = (configuration.recovery ?? SocketIORecoverySettings()).catchUpWait
-            group.addTask {
-                try? await Task.sleep(for: wait)
-                self.logState.withLock { $0.waiters.removeValue(forKey: id) }?.continuation.resume()
-            }
-            await group.next()
-            group.cancelAll()
+            following.cancelAll()
         }
     }
 
-    /// Reads the log and appends the queued records until ``finishAppending()`` (then the last ones are appended
-    /// and reading stops) or cancellation; first appends this instance's start marker.
-    package func runLog() async throws {
-        guard let log else { return }
-        try await withThrowingDiscardingTaskGroup { group in
-            group.addTask {
-                try await log.run { offset, record in self.apply(offset, record) }
-            }
-            while true {
-                do {
-                    try await log.append([RealtimeRecord(origin: instanceId, namespace: "/", at: configuration.now())])
-                    break
-                } catch {
-                    logger.warning(
-                        "could not append the start marker to the realtime log", metadata: ["error": "\(error)"])
-                    try await Task.sleep(for: .seconds(1))
-                }
-            }
-            for await _ in outgoingWaiting { await appendQueued(to: log) }
-            await appendQueued(to: log)
-            group.cancelAll()
-        }
-    }
+    /// No more store work: ``runStore()`` ends once what is asked is done.
+    package func finishStoreWork() { workInput.finish() }
 
-    /// Appends the queued records in order, in batches of up to ``batchSize``, one batch at a time (batches handed
-    /// to the producer without waiting were measured to come out of order and twice on Tansu).
-    private func appendQueued(to log: any RealtimeLog) async {
-        while true {
-            let records = outgoing.withLock { outgoing in
-                let batch = Array(outgoing.prefix(Self.batchSize))
-                outgoing.removeFirst(batch.count)
-                return batch
-            }
-            guard !records.isEmpty else { return }
+    private func followStore() async {
+        while !Task.isCancelled {
             do {
-                try await log.append(records)
+                try await store.follow(ready: { self.followingStarted() }) { notices in self.received(notices) }
+            } catch is CancellationError {
+                return
             } catch {
-                // Back at the head of the queue, in order, and tried again a second later: delivering them here
-                // instead would send them twice if the log did take them, and never to other instances.
-                outgoing.withLock { $0.insert(contentsOf: records, at: 0) }
-                logger.warning(
-                    "the realtime log did not take \(records.count) records; trying again in 1 s",
-                    metadata: ["error": "\(error)"])
-                do {
-                    try await Task.sleep(for: .seconds(1))
-                } catch {
-                    notAppended(outgoing.withLock { $0 }, because: "stopping while the log does not take records")
-                    return
+                if Task.isCancelled { return }
+                following.withLock {
+                    $0.active = false
+                    $0.lost = true
+                }
+                logger.warning("lost the realtime store's notices; following again", metadata: ["error": "\(error)"])
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    private func followingStarted() {
+        let resync = following.withLock { following -> Bool in
+            following.active = true
+            defer { following.lost = false }
+            return following.lost
+        }
+        guard resync else { return }
+        logger.info("following the realtime store again; reading what the rooms held here missed")
+        for namespace in namespaces.withLock({ Array($0.values) }) { namespace.resyncFeeds() }
+    }
+
+    private func received(_ notices: [RealtimeNotice]) {
+        for notice in notices {
+            switch notice {
+            case .emit(let name, let room, let position, let packet):
+                namespaces.withLock { $0[name] }?.received(
+                    room: room, RoomFeed.Notice(position: position, emit: packet))
+            case .latest(let name, let room, let key, let packet):
+                namespaces.withLock { $0[name] }?.deliverLatest(room: room, key: key, packet: packet)
+            case .sessionClaimed(let pid, let generation, let owner):
+                guard owner != instanceId else { continue }
+                for namespace in namespaces.withLock({ Array($0.values) }) {
+                    namespace.sockets.first { $0.pid == pid && $0.generation < generation }?.moveAway()
                 }
             }
         }
     }
 
-    /// Nothing more to append: the last queued records are appended, then ``runLog()`` may end.
-    package func finishAppending() { outgoingWaitingInput.finish() }
+    private func perform(_ item: StoreWork) async {
+        var backoff = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            do {
+                switch item {
+                case .position(let namespace, let room, let feed):
+                    guard namespace.isFeedOpen(room, feed: feed) else { return }
+                    let position =
+                        try await store.positions(namespace: namespace.name, rooms: [room])[room] ?? .start
+                    namespace.opened(room: room, feed: feed, at: position)
+                case .emits(let namespace, let room, let after, let feed):
+                    guard namespace.isFeedOpen(room, feed: feed) else { return }
+                    let read = try await store.emits(
+                        namespace: namespace.name, room: room, after: after, byteLimit: Self.fillLimit)
+                    namespace.filled(room: room, feed: feed, read)
+                case .save(let socket):
+                    try await socket.save(to: store)
+                }
+                return
+            } catch {
+                logger.warning("realtime store work failed; trying again", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+
+    /// Tells the store, every ``SocketIORecoverySettings/sessionRefresh``, that this instance still holds its
+    /// connected sessions (one it stops telling, because it stopped, is restorable until the window passes).
+    private func refreshSessions() async {
+        guard let recovery = configuration.recovery else { return }
+        while !Task.isCancelled {
+            try? await Task.sleep(for: recovery.sessionRefresh)
+            let pids = namespaces.withLock { Array($0.values) }.flatMap { $0.sockets.compactMap(\.pid) }
+            var start = 0
+            while start < pids.count {
+                let chunk = Array(pids[start..<min(start + 1000, pids.count)])
+                do {
+                    try await store.touch(pids: chunk, owner: instanceId, at: configuration.now())
+                    start += chunk.count
+                } catch {
+                    logger.warning("could not refresh this instance's sessions", metadata: ["error": "\(error)"])
+                    break
+                }
+            }
+        }
+    }
 }
 
-/// What a reconnecting client sends in its CONNECT `auth` to recover: Socket.IO's `pid` and the offset of the last
-/// emit it received (none if it received none since it connected: a departure from Socket.IO, which then cannot
-/// recover).
+/// What a reconnecting client sends in its CONNECT `auth` to recover: Socket.IO's `pid` and the offset it last
+/// received (none if it received no recoverable emit since it connected: a departure from Socket.IO, which then
+/// cannot recover).
 struct RecoveryRequest {
     var pid: String
-    var offset: Int64?
+    var offsets: StreamOffsets?
 
     init?(auth: JSONValue?) {
-        guard let pid = auth?["pid"]?.stringValue, !pid.isEmpty else { return nil }
+        guard let pid = auth?["pid"]?.stringValue, !pid.isEmpty, pid.utf8.count <= 64 else { return nil }
         self.pid = pid
         if let offset = auth?["offset"] {
-            // As Socket.IO: an offset must be a string (ours, decimal); anything else is no recovery at all.
-            guard let text = offset.stringValue, let parsed = Int64(text), parsed >= 0 else { return nil }
-            self.offset = parsed
+            // As Socket.IO: an offset must be a string (ours); anything else is no recovery at all.
+            guard let text = offset.stringValue, let parsed = StreamOffsets(parsing: text) else { return nil }
+            self.offsets = parsed
         }
     }
 }

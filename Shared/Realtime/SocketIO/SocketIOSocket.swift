@@ -17,8 +17,6 @@ package final class SocketIOSocket: Sendable {
     /// True when the socket was restored after its client's connection dropped: it got back its id, rooms and
     /// every emit it missed, so connect handlers must not send again what it already has.
     package let recovered: Bool
-    /// The realtime log's position when the socket first connected.
-    let since: Int64
     /// How many times its session was restored.
     let generation: Int
 
@@ -27,33 +25,45 @@ package final class SocketIOSocket: Sendable {
         /// Disconnects the socket when its credentials expire.
         var expiryTimer: Scheduled<Void>?
         var rooms: Set<String> = []
+        /// Where the socket is in each room's stream: the last emit sent to it, or where it joined; nil while the
+        /// room's feed opens.
+        var positions: [String: StreamPosition?] = [:]
+        /// The recovery offset sent with each recoverable emit.
+        var offsets = StreamOffsets()
         var nextAckId = 0
         var pendingAcks: [Int: CheckedContinuation<SocketIOArguments, any Error>] = [:]
         var bucket: TokenBucket?
         var connected = true
-        /// The offset of the last emit sent.
-        var lastSent: Int64?
-        /// Room changes are recorded for recovery once the connect handlers ran.
+        /// Room changes are written to the session once the connect handlers ran.
         var announced = false
-        /// Restored on another instance: leaves without running disconnect handlers or recording its session.
+        /// Restored on another instance: leaves without running disconnect handlers or writing its session.
         var movedAway = false
         /// The client sent DISCONNECT.
         var leaving = false
+        /// Its session ended for good (left, or sent away): the store forgets it.
+        var ended = false
+        /// When its connection dropped (the session's state is then disconnected).
+        var droppedAt: Date?
+        /// Changes of its rooms, and how many of them the store has.
+        var roomsVersion = 0
+        var savedVersion = 0
+        /// A write of its session is under way, and whether another must follow it.
+        var saving = false
+        var saveAgain = false
+        var saveWaiters: [(version: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     private let state: Mutex<State>
 
     init(
         id: String, namespace: SocketIONamespace, user: (any SocketIOUser)?, handshake: SocketIOHandshake,
-        connection: SocketIOConnection, pid: String? = nil, since: Int64 = -1, generation: Int = 0,
-        recovered: Bool = false
+        connection: SocketIOConnection, pid: String? = nil, generation: Int = 0, recovered: Bool = false
     ) {
         self.id = id
         self.namespace = namespace
         self.handshake = handshake
         self.connection = connection
         self.pid = pid
-        self.since = since
         self.generation = generation
         self.recovered = recovered
         let limit = namespace.effectiveRateLimit
@@ -73,40 +83,196 @@ package final class SocketIOSocket: Sendable {
     /// The rooms this socket is in (its own id included).
     package var rooms: Set<String> { state.withLock { $0.rooms } }
 
-    /// Joins `room`: emits to the room reach this socket.
-    package func join(_ room: String) {
+    /// Joins `room`: emits to the room reach this socket from now on.
+    package func join(_ room: String) { join(room, new: false) }
+
+    /// Joins `room`; `new` when nothing can have been emitted to it yet (a new socket's own room), so its stream
+    /// need not be looked up.
+    func join(_ room: String, new: Bool) {
         let added = state.withLock { state -> Bool in
             guard state.connected else { return false }
             return state.rooms.insert(room).inserted
         }
         if added {
-            namespace.add(self, to: room)
-            announceRooms()
+            namespace.add(self, to: room, new: new)
+            roomsChanged()
         }
     }
 
     /// Leaves `room`.
     package func leave(_ room: String) {
-        let removed = state.withLock { $0.rooms.remove(room) != nil }
+        let removed = state.withLock { state -> Bool in
+            guard state.rooms.remove(room) != nil else { return false }
+            state.positions.removeValue(forKey: room)
+            state.offsets.remove(room)
+            return true
+        }
         if removed {
             namespace.remove(self, from: room)
-            announceRooms()
+            roomsChanged()
         }
     }
 
-    /// Records the socket's rooms for recovery once it was announced.
-    private func announceRooms() {
-        guard state.withLock({ $0.announced && $0.connected }) else { return }
-        namespace.server.record(self, state: .connected)
+    /// The namespace put the socket in `room` at `position` (nil: the room's feed opens; ``started(_:at:)`` sets
+    /// it).
+    func joined(_ room: String, at position: StreamPosition?) {
+        state.withLock { state in
+            state.positions[room] = .some(position)
+            if let position { state.offsets.set(position, of: room) }
+        }
     }
 
-    /// From now on room changes are recorded.
-    func markAnnounced() { state.withLock { $0.announced = true } }
+    /// The feed of `room` opened at `position`: the socket's position there, unless it has one.
+    func started(_ room: String, at position: StreamPosition) {
+        state.withLock { state in
+            guard state.rooms.contains(room), case .some(.none) = state.positions[room] else { return }
+            state.positions[room] = position
+            state.offsets.set(position, of: room)
+        }
+    }
 
-    /// An emit at `offset` was sent.
-    func sent(_ offset: Int64) { state.withLock { $0.lastSent = offset } }
+    /// A restored socket is in its rooms at the positions its client has.
+    func restored(_ positions: [String: StreamPosition]) {
+        state.withLock { state in
+            state.rooms = Set(positions.keys)
+            state.positions = positions.mapValues { .some($0) }
+            for (room, position) in positions { state.offsets.set(position, of: room) }
+        }
+    }
 
-    var lastSent: Int64? { state.withLock { $0.lastSent } }
+    /// Sends an emit of `room`'s stream, unless the socket had it (a position at or past it), with the socket's
+    /// recovery offset as its last argument when `withOffset`.
+    func deliver(_ emit: StreamEmit, room: String, withOffset: Bool) {
+        let text = state.withLock { state -> String? in
+            guard state.connected, state.rooms.contains(room) else { return nil }
+            if case .some(.some(let current)) = state.positions[room], current.epoch == emit.position.epoch,
+                emit.position.offset <= current.offset
+            {
+                return nil
+            }
+            state.positions[room] = emit.position
+            guard withOffset else { return emit.packet }
+            state.offsets.set(emit.position, of: room)
+            return Self.appendingOffset(state.offsets.encoded, to: emit.packet)
+        }
+        guard let text else { return }
+        RealtimeMetrics.emitsDelivered.increment()
+        connection.send([EnginePacket(.message, text)] + emit.attachments.map { EnginePacket.binary($0) })
+    }
+
+    /// The event packet `text` (`2/nsp,["event",...]`) with `offset` as its last argument, as Socket.IO sends it.
+    static func appendingOffset(_ offset: String, to text: String) -> String {
+        guard text.hasSuffix("]") else { return text }
+        return text.dropLast() + ",\"\(offset)\"]"
+    }
+
+    /// Whether the socket has a session the store keeps (recovery is on).
+    private var isRecoverable: Bool { pid != nil && namespace.server.configuration.recovery != nil }
+
+    /// The socket's rooms changed: its session is written again (once it was announced).
+    private func roomsChanged() {
+        guard isRecoverable else { return }
+        let save = state.withLock { state -> Bool in
+            guard state.announced, state.connected else { return false }
+            state.roomsVersion += 1
+            return true
+        }
+        if save { requestSave() }
+    }
+
+    /// The connect handlers ran: the session is written, and from now on each change of its rooms.
+    func markAnnounced() {
+        let save = state.withLock { state -> Bool in
+            guard !state.announced else { return false }
+            state.announced = true
+            guard isRecoverable else { return false }
+            state.roomsVersion += 1
+            return true
+        }
+        if save { requestSave() }
+    }
+
+    /// Asks the server to write the session, unless a write is under way (which then writes again).
+    private func requestSave() {
+        guard isRecoverable else { return }
+        let start = state.withLock { state -> Bool in
+            if state.saving {
+                state.saveAgain = true
+                return false
+            }
+            state.saving = true
+            return true
+        }
+        if start { namespace.server.ask(.save(self)) }
+    }
+
+    /// Whether a change of its rooms is not in the store yet.
+    var hasUnsavedRooms: Bool { state.withLock { $0.savedVersion < $0.roomsVersion } }
+
+    /// Waits until the store has every change of the socket's rooms made so far, at most `timeout`: an event's
+    /// acknowledgement waits for it, so a client that got the answer to its `join` recovers into that room.
+    func untilRoomsSaved(timeout: Duration) async {
+        let target = state.withLock { $0.roomsVersion }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let saved = self.state.withLock { state -> Bool in
+                        guard state.savedVersion < target, state.connected else { return true }
+                        state.saveWaiters.append((target, continuation))
+                        return false
+                    }
+                    if saved { continuation.resume() }
+                }
+            }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+            let waiting = state.withLock { state in
+                defer { state.saveWaiters.removeAll { $0.version == target } }
+                return state.saveWaiters.filter { $0.version == target }
+            }
+            for waiter in waiting { waiter.continuation.resume() }
+        }
+    }
+
+    /// Writes the session to `store` as it is now, and again while it changed meanwhile (the server calls this
+    /// for one write at a time). Rooms whose feed still opens are waited for.
+    func save(to store: any RealtimeStore) async throws {
+        guard let pid else { return }
+        while true {
+            let pending = state.withLock { state in state.positions.filter { $0.value == nil }.map(\.key) }
+            for room in pending { await namespace.untilOpened(room) }
+            let (snapshot, version) = state.withLock { state -> (StoredSession?, Int) in
+                guard !state.ended else { return (nil, state.roomsVersion) }
+                var rooms: [String: StreamPosition] = [:]
+                for (room, position) in state.positions { rooms[room] = position ?? .start }
+                let session = StoredSession(
+                    pid: pid, namespace: namespace.name, sid: id, userId: state.user?.userId, rooms: rooms,
+                    state: state.droppedAt == nil ? .connected : .disconnected, generation: generation,
+                    owner: namespace.instanceId, changedAt: state.droppedAt ?? namespace.server.configuration.now())
+                return (session, state.roomsVersion)
+            }
+            if let snapshot {
+                try await store.save(snapshot)
+            } else {
+                try await store.end(pid: pid, generation: generation)
+            }
+            let (again, waiters) = state.withLock {
+                state -> (Bool, [(version: Int, continuation: CheckedContinuation<Void, Never>)]) in
+                state.savedVersion = max(state.savedVersion, version)
+                let done = state.saveWaiters.filter { $0.version <= state.savedVersion }
+                state.saveWaiters.removeAll { $0.version <= state.savedVersion }
+                if state.saveAgain {
+                    state.saveAgain = false
+                    return (true, done)
+                }
+                state.saving = false
+                return (false, done)
+            }
+            for waiter in waiters { waiter.continuation.resume() }
+            if !again { return }
+        }
+    }
 
     /// The client reconnected on another instance: this socket goes quietly (no disconnect hooks, no session
     /// record), and its connection, which the client left, is closed.
@@ -117,6 +283,9 @@ package final class SocketIOSocket: Sendable {
     }
 
     var movedAway: Bool { state.withLock { $0.movedAway } }
+
+    /// Closes the socket's connection at the transport: the client reconnects (and recovers, or reloads).
+    func dropConnection() { connection.session.close(.serverClose) }
 
     /// The client sent DISCONNECT for this socket (it may not have been handled yet).
     func markLeaving() { state.withLock { $0.leaving = true } }
@@ -259,21 +428,32 @@ package final class SocketIOSocket: Sendable {
         state.withLock { state in state.bucket?.take() ?? true }
     }
 
-    /// Marks the socket gone and returns the rooms it was in; pending acks fail.
-    func markDisconnected() -> Set<String> {
-        let (rooms, waiters) = state.withLock {
-            state -> (Set<String>, [CheckedContinuation<SocketIOArguments, any Error>]) in
-            guard state.connected else { return ([], []) }
+    /// Marks the socket gone and returns the rooms it was in; pending acks fail. Its session is written as
+    /// dropped (`recoverable`: the client may come back) or ended, unless it was restored elsewhere.
+    func markDisconnected(recoverable: Bool) -> Set<String> {
+        let now = namespace.server.configuration.now()
+        let (rooms, waiters, saveWaiters, save) = state.withLock {
+            state -> (
+                Set<String>, [CheckedContinuation<SocketIOArguments, any Error>],
+                [(version: Int, continuation: CheckedContinuation<Void, Never>)], Bool
+            ) in
+            guard state.connected else { return ([], [], [], false) }
             state.connected = false
             state.expiryTimer?.cancel()
+            if recoverable { state.droppedAt = now } else { state.ended = true }
             defer {
                 state.expiryTimer = nil
                 state.rooms.removeAll()
                 state.pendingAcks.removeAll()
+                state.saveWaiters.removeAll()
             }
-            return (state.rooms, Array(state.pendingAcks.values))
+            return (
+                state.rooms, Array(state.pendingAcks.values), state.saveWaiters, state.announced && !state.movedAway
+            )
         }
         for waiter in waiters { waiter.resume(throwing: SocketIODisconnected()) }
+        for waiter in saveWaiters { waiter.continuation.resume() }
+        if save { requestSave() }
         return rooms
     }
 }

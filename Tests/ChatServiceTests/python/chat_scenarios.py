@@ -7,6 +7,7 @@ those events themselves (as the order service would). Each prints one JSON objec
   chat_scenarios.py reassign_race CONFIG_JSON   (config tries: how many orders at once)
   chat_scenarios.py offline CONFIG_JSON
   chat_scenarios.py thousand CONFIG_JSON   (two instances: config url and secondUrl)
+  chat_scenarios.py killed_after_send CONFIG_JSON   (url: an instance that kills itself once a message committed)
 """
 import json
 import os
@@ -227,6 +228,26 @@ def reassign_race(config):
     print(json.dumps({"tries": outcomes}))
 
 
+def killed_after_send(config):
+    """The customer's instance (config url) dies with SIGKILL right after the message's transaction committed,
+    before it answers; the rider is on the other instance (secondUrl). The rider gets the message, once."""
+    order = config["orderId"]
+    orders = Orders(config)
+    orders.created()
+    orders.assigned(config["riderId"], "Ravi")
+    rider = ChatClient(config["secondUrl"], config["riderToken"])
+    customer = ChatClient(config["url"], config["customerToken"])
+    result = {"customer_join": customer.join_when_open(order), "rider_join": rider.join_when_open(order)}
+    customer.emit("message", {"orderId": order, "clientMessageId": "last-words", "text": "Gate code 1234"})
+    rider.wait_for("message", 1, 15)
+    time.sleep(1.5)  # anything doubled would arrive within this
+    result["rider_got"] = [[m["text"], m["clientMessageId"]] for m in rider.received("message")]
+    stored = history({**config, "http": config["secondUrl"]}, config["riderToken"], 100)
+    result["stored"] = stored.get("texts", [])
+    rider.close()
+    print(json.dumps(result))
+
+
 def offline(config):
     orders = Orders(config)
     result = {}
@@ -296,4 +317,4 @@ def thousand(config):
 
 if __name__ == "__main__":
     {"conversation": conversation, "reassign": reassign, "reassign_race": reassign_race, "offline": offline,
-     "thousand": thousand}[sys.argv[1]](json.loads(sys.argv[2]))
+     "thousand": thousand, "killed_after_send": killed_after_send}[sys.argv[1]](json.loads(sys.argv[2]))

@@ -2,7 +2,6 @@ import Contracts
 import Foundation
 import Hummingbird
 import ServiceKit
-import Synchronization
 
 /// The rider's REST API: availability, the pending offer, and answering it.
 struct AllocationRoutes: Sendable {
@@ -31,12 +30,12 @@ struct AllocationRoutes: Sendable {
             let identity = try context.requireIdentity(.rider)
             let (input, _) = try await request.decodeJSON(Availability.self, context: context)
             let rider = PersonRef(id: identity.userId, name: identity.name ?? "Rider")
-            let (view, notices) = try await database.transaction { connection in
-                try await workflow.setAvailability(
+            return try await database.transaction { connection in
+                let (view, notices) = try await workflow.setAvailability(
                     rider: rider, online: input.status == .online, location: input.location, on: connection)
+                try await notifier.tell(notices, on: connection)
+                return view
             }
-            await notifier.after(notices)
-            return view
         }
         api.get("riders/me") { _, context in
             let identity = try context.requireIdentity(.rider)
@@ -74,14 +73,11 @@ struct AllocationRoutes: Sendable {
             let (identity, offerId) = try rider(context)
             let body = try await request.collectBody(upTo: 16 * 1024)
             let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
-            let pending = NoticeBox()
-            let response = try await database.idempotentTransaction(idempotency) { connection in
+            return try await database.idempotentTransaction(idempotency) { connection in
                 let (view, notices) = try await workflow.reject(offerId, riderId: identity.userId, on: connection)
-                pending.set(notices)
+                try await notifier.tell(notices, on: connection)
                 return view
             }
-            await notifier.after(pending.take())
-            return response
         }
     }
 
@@ -105,30 +101,24 @@ struct AllocationRoutes: Sendable {
             let (input, body) = try await request.decodeJSON(Reassignment.self, context: context)
             let riderId = try Validate.identifier(input.riderId, "riderId")
             let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
-            let pending = NoticeBox()
-            let response = try await database.idempotentTransaction(idempotency, status: .accepted) { connection in
+            return try await database.idempotentTransaction(idempotency, status: .accepted) { connection in
                 let (decision, notices) = try await workflow.reassign(
                     orderId: orderId, to: riderId, by: identity.userId, on: connection)
-                pending.set(notices)
+                try await notifier.tell(notices, on: connection)
                 return decision
             }
-            await notifier.after(pending.take())
-            return response
         }
         api.post("allocations/:orderId/release") { request, context in
             let identity = try context.requireIdentity(.admin)
             let orderId = try Validate.identifier(try context.parameters.require("orderId"), "orderId")
             let body = try await request.collectBody(upTo: 16 * 1024)
             let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
-            let pending = NoticeBox()
-            let response = try await database.idempotentTransaction(idempotency, status: .accepted) { connection in
+            return try await database.idempotentTransaction(idempotency, status: .accepted) { connection in
                 let (decision, notices) = try await workflow.release(
                     orderId: orderId, by: identity.userId, on: connection)
-                pending.set(notices)
+                try await notifier.tell(notices, on: connection)
                 return decision
             }
-            await notifier.after(pending.take())
-            return response
         }
     }
 
@@ -139,11 +129,4 @@ struct AllocationRoutes: Sendable {
         }
         return (identity, offerId)
     }
-}
-
-/// Carries notices out of an idempotent transaction's closure.
-final class NoticeBox: Sendable {
-    private let notices = Mutex<[RiderNotice]>([])
-    func set(_ value: [RiderNotice]) { notices.withLock { $0 = value } }
-    func take() -> [RiderNotice] { notices.withLock { $0 } }
 }

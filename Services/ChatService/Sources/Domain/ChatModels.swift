@@ -22,6 +22,10 @@ package struct ChatRoom: Sendable, Equatable {
         self.status = status
     }
 
+    /// The Socket.IO room of an order's chat on `/chat`.
+    package static func socketRoom(_ orderId: String) -> String { socketRoomPrefix + orderId }
+    package static let socketRoomPrefix = "order:"
+
     /// What `identity` may do in this room.
     package func access(for userId: String, role: Role) -> ChatAccess {
         switch role {
@@ -115,4 +119,15 @@ package enum ChatLimits {
     package static let maximumClientMessageIdLength = 64
     /// The text of the closing system message.
     package static let closedText = "This chat is now closed"
+}
+
+/// `access_revoked`: the rider was moved off the order, and the chat is no longer theirs.
+package struct AccessRevoked: Codable, Sendable, Equatable {
+    package var orderId: String
+}
+
+/// `chat_closed`: the order ended, and the chat is read-only.
+package struct ChatClosedNotice: Codable, Sendable, Equatable {
+    package var orderId: String
+    package var text = ChatLimits.closedText
 }

@@ -14,15 +14,19 @@ package struct ChatWorkflow: Sendable {
     /// Who has a socket in which room (`chat_presence`): a message's push goes to a recipient without one.
     let presence: SocketPresence
     let outbox: Outbox
+    /// The `/chat` emits, written in the transactions that cause them.
+    let emits: RealtimeEmitter
     let settings: ChatSettings
     let now: Now
     let logger: Logger
 
     package init(
-        database: Database, store: ChatStore, outbox: Outbox, settings: ChatSettings, now: Now, logger: Logger
+        database: Database, store: ChatStore, outbox: Outbox, emits: RealtimeEmitter, settings: ChatSettings, now: Now,
+        logger: Logger
     ) {
         self.database = database
         self.store = store
+        self.emits = emits
         self.presence = SocketPresence(
             table: "chat_presence", roomColumn: "order_id", freshness: settings.presenceFreshness, logger: logger)
         self.outbox = outbox
@@ -43,6 +47,8 @@ package struct ChatWorkflow: Sendable {
     /// `admit` puts the socket in the room while the room's row is share-locked, before the transaction commits. A
     /// change of the room's rider waits for that lock, so either it commits after the socket is in the room (and
     /// the ``ChatAccessRevoked`` it writes finds the socket there) or it committed first and the join is refused.
+    /// The socket is in the room before the history is read: a message committed meanwhile is in the history or
+    /// delivered live (perhaps both; apps keep one per id), never neither.
     package func join(
         orderId: String, identity: Identity, socketId: String, instanceId: String,
         admit: @Sendable () -> Void = {}
@@ -50,12 +56,12 @@ package struct ChatWorkflow: Sendable {
         try await database.transaction { connection in
             let room = try await store.room(orderId, lock: .share, on: connection)
             let access = try ChatRules.requireJoin(room, by: identity)
+            admit()
             let history = try await store.messages(
                 orderId: orderId, before: nil, limit: ChatLimits.joinHistory, on: connection)
             try await presence.enter(
                 socketId: socketId, room: orderId, userId: identity.userId, instanceId: instanceId, now: now(),
                 on: connection)
-            admit()
             return Joined(access: access, rider: room?.rider, history: history.reversed())
         }
     }
@@ -71,12 +77,12 @@ package struct ChatWorkflow: Sendable {
         }
     }
 
-    /// Stores a message of `identity` (once per client message id), with its `ChatMessageSent` and, as
-    /// `CHAT_PUSH_POLICY` says (by default when the recipient has no foreground socket in the room), a push. `isNew` is false for a repeat. The event names
-    /// the instance and the socket it was sent through.
+    /// Stores a message of `identity` (once per client message id), with its `message` emit to the room (but the
+    /// sending socket), its `ChatMessageSent` and, as `CHAT_PUSH_POLICY` says (by default when the recipient has no
+    /// foreground socket in the room), a push, all in one transaction. `isNew` is false for a repeat.
     package func send(
         orderId: String, identity: Identity, clientMessageId: String, text: String, quickReplyId: String?,
-        originInstanceId: String, originSocketId: String? = nil
+        fromSocket socketId: String? = nil
     ) async throws -> (message: ChatMessageView, isNew: Bool) {
         try await database.transaction { connection in
             let room = try await store.room(orderId, on: connection)
@@ -87,11 +93,12 @@ package struct ChatWorkflow: Sendable {
                 text: text, quickReplyId: quickReplyId, clientMessageId: clientMessageId, on: connection
             )
             guard isNew else { return (message, false) }
+            try await emits.emit(
+                "message", message, toRoom: ChatRoom.socketRoom(orderId), except: socketId, on: connection)
             try await outbox.enqueue(
                 ChatMessageSent(
                     messageId: message.id, orderId: orderId, senderId: identity.userId, senderRole: identity.role,
-                    senderName: senderName, text: text, clientMessageId: clientMessageId, sentAt: message.sentAt,
-                    originInstanceId: originInstanceId, originSocketId: originSocketId
+                    senderName: senderName, text: text, clientMessageId: clientMessageId, sentAt: message.sentAt
                 ),
                 aggregateId: orderId, on: connection, logger: logger
             )
@@ -168,11 +175,13 @@ package struct ChatWorkflow: Sendable {
         }
     }
 
-    /// Announces that `previous` lost the room of `orderId`, unless they are its rider still (`current`).
+    /// Tells `previous` they lost the room of `orderId` (`access_revoked` to their sockets), unless they are its
+    /// rider still (`current`); the ``ChatAccessRevoked`` makes every instance take their sockets out of the room.
     private func revoke(
         _ previous: PersonRef?, unlessItIs current: PersonRef?, orderId: String, on connection: PostgresConnection
     ) async throws {
         guard let previous, previous.id != current?.id else { return }
+        try await emits.emit("access_revoked", AccessRevoked(orderId: orderId), toUser: previous.id, on: connection)
         try await outbox.enqueue(
             ChatAccessRevoked(orderId: orderId, riderId: previous.id, revokedAt: now()), aggregateId: orderId,
             on: connection, logger: logger)
@@ -185,6 +194,8 @@ package struct ChatWorkflow: Sendable {
             let message = try await store.close(
                 orderId: orderId, customerId: customerId, reason: reason, now: now(), on: connection)
         else { return }
+        try await emits.emit(
+            "chat_closed", ChatClosedNotice(orderId: orderId), toRoom: ChatRoom.socketRoom(orderId), on: connection)
         try await outbox.enqueue(
             ChatClosed(orderId: orderId, reason: reason, closedAt: message.sentAt), aggregateId: orderId,
             on: connection, logger: logger)

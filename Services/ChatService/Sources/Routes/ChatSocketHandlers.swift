@@ -6,7 +6,11 @@ import Realtime
 import RealtimePlatform
 import ServiceKit
 
-/// The `/chat` namespace's events (through ``ChatWorkflow``) and the fan-out of other instances' messages.
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The `/chat` namespace's events (through ``ChatWorkflow``), and taking a rider who lost a room out of it.
 package struct ChatHandlers: Sendable {
     let workflow: ChatWorkflow
     let namespace: SocketIONamespace
@@ -14,8 +18,8 @@ package struct ChatHandlers: Sendable {
     let instanceId: String
     let logger: Logger
 
-    package static func room(_ orderId: String) -> String { roomPrefix + orderId }
-    static let roomPrefix = "order:"
+    package static func room(_ orderId: String) -> String { ChatRoom.socketRoom(orderId) }
+    static let roomPrefix = ChatRoom.socketRoomPrefix
 
     // MARK: Socket events
 
@@ -99,7 +103,7 @@ package struct ChatHandlers: Sendable {
                     return true
                 }
                 if !kept {
-                    await namespace.emit("access_revoked", Revoked(orderId: orderId), toRoom: socket.id)
+                    try await namespace.emit("access_revoked", AccessRevoked(orderId: orderId), toRoom: socket.id)
                 }
             } catch {
                 socket.leave(room)
@@ -126,70 +130,33 @@ package struct ChatHandlers: Sendable {
         let text = try ChatRules.text(
             typed: request.text, quickReplyId: request.quickReplyId, role: identity.role,
             quickReplies: settings.quickReplies)
-        // Emitted at once through the realtime log, to every instance; the event names this instance, so none
-        // emits it again from chat.messages.
-        let (message, isNew) = try await workflow.send(
+        // The `message` emit is written with the message, in its transaction: delivered to the room's other sockets
+        // on every instance once it commits.
+        let (message, _) = try await workflow.send(
             orderId: orderId, identity: identity, clientMessageId: clientMessageId, text: text,
-            quickReplyId: request.quickReplyId, originInstanceId: instanceId, originSocketId: socket.id)
-        if isNew {
-            await namespace.emit(
-                "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(orderId)], except: [socket.id],
-                dedupeKey: message.id
-            )
-        }
+            quickReplyId: request.quickReplyId, fromSocket: socket.id)
+        if settings.killAfterSend { kill(getpid(), SIGKILL) }
         return SendReply(id: message.id, sentAt: message.sentAt)
     }
 
-    // MARK: Fan-out
+    // MARK: Revocation
 
-    struct Closed: Codable, Sendable {
-        var orderId: String
-        var text = ChatLimits.closedText
-    }
-
-    struct Revoked: Codable, Sendable { var orderId: String }
-
-    /// chat.messages, on every instance: emits the messages no instance emitted when they were sent, and each
-    /// closing; the realtime log delivers the first emit of each. Takes a rider who lost a room out of it.
-    func fanOut(_ event: DecodedEvent) async throws {
-        if let sent = event.payload(as: ChatMessageSent.self) {
-            // The sending instance emitted it at once (its queue to the log is retried until the broker takes it);
-            // emitting it again from every instance would double the log's load for the one case of an instance
-            // dying between the commit and the append.
-            guard sent.originInstanceId == nil else { return }
-            let message = ChatMessageView(
-                id: sent.messageId, orderId: sent.orderId, senderId: sent.senderId,
-                senderRole: sent.senderRole.rawValue,
-                senderName: sent.senderName, text: sent.text, sentAt: sent.sentAt, clientMessageId: sent.clientMessageId
-            )
-            await namespace.emit(
-                "message", try SocketIOArguments(encoding: message), toRooms: [Self.room(sent.orderId)],
-                except: Set([sent.originSocketId].compactMap { $0 }), dedupeKey: sent.messageId
-            )
-        } else if let revoked = event.payload(as: ChatAccessRevoked.self) {
-            try await revoke(revoked, eventId: event.header.eventId)
-        } else if let closed = event.payload(as: ChatClosed.self) {
-            await namespace.emit(
-                "chat_closed", try SocketIOArguments(encoding: Closed(orderId: closed.orderId)),
-                toRooms: [Self.room(closed.orderId)], dedupeKey: closed.orderId)
-        }
+    /// chat.messages, on every instance: a rider who lost a room is taken out of it.
+    func handle(_ event: DecodedEvent) async throws {
+        guard let revoked = event.payload(as: ChatAccessRevoked.self) else { return }
+        try await revoke(revoked)
     }
 
     /// A rider who lost a room, on every instance: unless the room is theirs again, their sockets here leave it,
-    /// with the room's row locked so that no join of theirs is admitted meanwhile; their apps get `access_revoked`
-    /// (once, whichever instance emits it first; replayed to a phone that recovers its session).
-    func revoke(_ revoked: ChatAccessRevoked, eventId: UUID) async throws {
+    /// with the room's row locked so that no join of theirs is admitted meanwhile. (Their apps were told with
+    /// `access_revoked`, written with the change.)
+    func revoke(_ revoked: ChatAccessRevoked) async throws {
         let room = Self.room(revoked.orderId)
-        let lost = try await workflow.withRoomLocked(revoked.orderId) { current in
-            guard !ChatRules.mayStay(in: current, userId: revoked.riderId, role: .rider) else { return false }
+        try await workflow.withRoomLocked(revoked.orderId) { current in
+            guard !ChatRules.mayStay(in: current, userId: revoked.riderId, role: .rider) else { return }
             for socket in namespace.sockets(in: room) where socket.identity?.userId == revoked.riderId {
                 socket.leave(room)
             }
-            return true
         }
-        guard lost else { return }
-        await namespace.emit(
-            "access_revoked", Revoked(orderId: revoked.orderId),
-            toRoom: SocketIONamespace.userRoom(revoked.riderId), dedupeKey: eventId.uuidString)
     }
 }

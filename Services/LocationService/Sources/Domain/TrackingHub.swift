@@ -3,19 +3,23 @@ import Foundation
 import Hummingbird
 import Kafka
 import Logging
+import PostgresNIO
 import Realtime
 import RealtimePlatform
 import ServiceKit
 import Synchronization
 
 /// The live side of tracking: positions in, `location`, `eta` and `tracking_status` out to each job's room on
-/// `/tracking` (every instance, through the realtime adapter). Which jobs are tracked comes from Postgres
+/// `/tracking` (every instance, through the realtime store: `tracking_status` in the transaction of the job's
+/// change, `location` and `eta` as the room's latest values). Which jobs are tracked comes from Postgres
 /// (refreshed every tick, and at once for changes made here); positions stay in memory.
 package final class TrackingHub: Sendable {
     let settings: LocationSettings
     let database: Database
     let workflow: TrackingWorkflow
     let namespace: SocketIONamespace
+    /// `tracking_status`, written with the job's change.
+    let emits: RealtimeEmitter
     let book: PositionBook
     let eta: EtaCoordinator
     /// Positions for couriers.positions (other instances, allocation): the latest per courier, in batches.
@@ -28,12 +32,14 @@ package final class TrackingHub: Sendable {
 
     package init(
         settings: LocationSettings, database: Database, workflow: TrackingWorkflow, namespace: SocketIONamespace,
-        eta: EtaCoordinator, positions: LatestPerKeyPublisher, background: BackgroundTasks, now: Now, logger: Logger
+        emits: RealtimeEmitter, eta: EtaCoordinator, positions: LatestPerKeyPublisher, background: BackgroundTasks,
+        now: Now, logger: Logger
     ) {
         self.settings = settings
         self.database = database
         self.workflow = workflow
         self.namespace = namespace
+        self.emits = emits
         self.book = PositionBook(settings: settings)
         self.eta = eta
         self.positions = positions
@@ -160,14 +166,15 @@ package final class TrackingHub: Sendable {
             // has it live already (this instance's list, reloaded by `tick`, was older): deliver as usual, never
             // drop the position.
             if job.state == .stale,
-                let revived = try? await database.transaction({ try await workflow.markLive(job.jobId, on: $0) })
+                let revived = try? await database.transaction({ connection in
+                    try await announce(try await workflow.markLive(job.jobId, on: connection), on: connection)
+                }) ?? nil
             {
                 await after([revived])
                 continue
             }
             // Only the latest position matters: a watcher that reads slowly gets it instead of a backlog.
-            await namespace.emit(
-                "location", Self.location(job.jobId, position), toRoom: Self.room(job.jobId), latestKey: job.jobId)
+            emitLatest("location", Self.location(job.jobId, position), job: job.jobId)
             refreshEta(job, position: position, courierId: courierId)
         }
     }
@@ -181,9 +188,9 @@ package final class TrackingHub: Sendable {
     private func refreshEta(_ job: TrackingJob, position: CourierPosition, courierId: String) {
         guard eta.claim(job.jobId, at: position.point) else { return }
         let speed = book.learnedSpeed(courierId)
-        let queued = background.submit { [eta, namespace] in
+        let queued = background.submit { [eta] in
             let update = await eta.compute(job, from: position.point, learnedSpeedMps: speed)
-            await namespace.emit("eta", update, toRoom: Self.room(job.jobId))
+            self.emitLatest("eta", update, job: job.jobId)
         }
         // Dropped (the queue is full or stopping): the next position claims it again.
         if !queued { eta.release(job.jobId) }
@@ -203,12 +210,19 @@ package final class TrackingHub: Sendable {
 
     // MARK: Watchers
 
-    /// A customer starts watching a job: only the job's own customer may (BR-001).
+    /// A customer starts watching a job: only the job's own customer may (BR-001). The socket is in the job's room
+    /// before the view is read, so a change meanwhile is in the view or delivered (perhaps both), never neither.
     package func watch(_ socket: SocketIOSocket, jobId: String) async throws -> TrackingView {
         guard let identity = socket.identity else { throw APIError.unauthorized("not signed in") }
-        let view = try await view(jobId: jobId, for: identity)
-        socket.join(Self.room(jobId))
-        return view
+        _ = try await view(jobId: jobId, for: identity)
+        let room = Self.room(jobId)
+        socket.join(room)
+        do {
+            return try await view(jobId: jobId, for: identity)
+        } catch {
+            socket.leave(room)
+            throw error
+        }
     }
 
     /// What the job's customer sees now.
@@ -235,31 +249,61 @@ package final class TrackingHub: Sendable {
         return view
     }
 
+    /// A job's latest `location` or `eta` for its watchers (the room's latest value of that key: a watcher that
+    /// reads slowly or recovers gets the newest, not a backlog). One that cannot be written is dropped: the next
+    /// position or ETA brings a newer one.
+    private func emitLatest(_ event: String, _ payload: some Encodable & Sendable, job jobId: String) {
+        let namespace = self.namespace
+        let logger = self.logger
+        let queued = background.submit {
+            do {
+                try await namespace.emit(event, payload, toRoom: Self.room(jobId), latestKey: event)
+            } catch {
+                logger.warning("could not emit \(event)", metadata: ["job.id": "\(jobId)", "error": "\(error)"])
+            }
+        }
+        if !queued {
+            logger.debug("dropped a \(event) emit: the background queue is full", metadata: ["job.id": "\(jobId)"])
+        }
+    }
+
     // MARK: State changes
 
-    /// Tells watchers about jobs whose state changed (after the change committed) and keeps the tracked list.
+    /// Writes a changed job's `tracking_status` in the transaction of its change (none: nothing changed); returns
+    /// the job.
+    package func announce(_ job: TrackingJob?, on connection: PostgresConnection) async throws -> TrackingJob? {
+        guard let job else { return nil }
+        return try await announce([job], on: connection).first
+    }
+
+    /// Writes each changed job's `tracking_status` in the transaction of its change; returns the jobs.
+    package func announce(_ jobs: [TrackingJob], on connection: PostgresConnection) async throws -> [TrackingJob] {
+        for job in jobs {
+            let latest = job.courierId.flatMap { book.latest($0) }
+            let lastUpdatedAt = job.state.sharesLocation ? latest?.position.recordedAt : nil
+            try await emits.emit(
+                "tracking_status",
+                TrackingStatus(jobId: job.jobId, state: job.state, message: job.message, lastUpdatedAt: lastUpdatedAt),
+                toRoom: Self.room(job.jobId), on: connection)
+        }
+        return jobs
+    }
+
+    /// A job's change of state was announced and committed: keeps the tracked list, and refreshes the job's
+    /// location and ETA for its watchers.
     package func after(_ jobs: [TrackingJob]) async {
         for job in jobs {
             track(job)
             let latest = job.courierId.flatMap { book.latest($0) }
-            let lastUpdatedAt = job.state.sharesLocation ? latest?.position.recordedAt : nil
-            await namespace.emit(
-                "tracking_status",
-                TrackingStatus(jobId: job.jobId, state: job.state, message: job.message, lastUpdatedAt: lastUpdatedAt),
-                toRoom: Self.room(job.jobId)
-            )
             switch job.state {
             case .live:
                 if let latest, let courierId = job.courierId {
-                    await namespace.emit(
-                        "location", Self.location(job.jobId, latest.position), toRoom: Self.room(job.jobId))
+                    emitLatest("location", Self.location(job.jobId, latest.position), job: job.jobId)
                     refreshEta(job, position: latest.position, courierId: courierId)
                 }
             case .stale:
                 eta.forget(job.jobId)
-                await namespace.emit(
-                    "eta", EtaUpdate.unavailable(jobId: job.jobId, text: "ETA recalculating"),
-                    toRoom: Self.room(job.jobId))
+                emitLatest("eta", EtaUpdate.unavailable(jobId: job.jobId, text: "ETA recalculating"), job: job.jobId)
             default:
                 eta.forget(job.jobId)
             }
@@ -282,12 +326,16 @@ package final class TrackingHub: Sendable {
                 heardFrom.append(job)
                 continue
             }
-            if let stale = try await database.transaction({ try await workflow.markStale(job.jobId, on: $0) }) {
+            if let stale = try await database.transaction({ connection in
+                try await announce(try await workflow.markStale(job.jobId, on: connection), on: connection)
+            }) {
                 await after([stale])
             }
         }
         refreshDueEtas(heardFrom)
-        let ended = try await database.transaction { try await workflow.endOverdue(on: $0) }
+        let ended = try await database.transaction { connection in
+            try await announce(try await workflow.endOverdue(on: connection), on: connection)
+        }
         await after(ended)
         book.forget(before: now - .seconds(3600))
     }

@@ -43,8 +43,10 @@ struct LocationRoutes: Sendable {
             let jobId = try Validate.identifier(try context.parameters.require("jobId"), "jobId")
             let (input, _) = try await request.decodeJSON(TravelMode.self, context: context)
             let job = try await database.transaction { connection in
-                try await workflow.setTravelMode(
+                let job = try await workflow.setTravelMode(
                     jobId: jobId, technicianId: identity.userId, active: input.active, on: connection)
+                _ = try await hub.announce([job], on: connection)
+                return job
             }
             await hub.after([job])
             return TrackingStatus(jobId: job.jobId, state: job.state, message: job.message, lastUpdatedAt: nil)

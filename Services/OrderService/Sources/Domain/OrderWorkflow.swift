@@ -138,10 +138,11 @@ package struct OrderWorkflow: Sendable {
     ) async throws {
         let push = Self.pickupNotification(order: order, rider: rider)
         try await store.outbox.enqueue(push, aggregateId: order.customerId, on: connection, logger: store.logger)
+        // The vendor's `order_update` was written with the pickup: that step is done with it.
         try await connection.queryWhileOpen(
             """
-            INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id, started_at)
-            VALUES (\(UUID(uuidString: order.id)), \(pickupEventId), \(push.notificationId), \(startedAt))
+            INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id, started_at, vendor_updated_at)
+            VALUES (\(UUID(uuidString: order.id)), \(pickupEventId), \(push.notificationId), \(startedAt), \(startedAt))
             """, logger: store.logger
         )
     }

@@ -9,10 +9,13 @@ import ServiceKit
 /// takes the caller's connection, so it joins the caller's transaction.
 package struct OrderStore: Sendable {
     package let outbox: Outbox
+    /// The `order_update` each recorded event causes, written with it.
+    let updates: OrderUpdates
     package let logger: Logger
 
-    package init(outbox: Outbox, logger: Logger) {
+    package init(outbox: Outbox, updates: OrderUpdates, logger: Logger) {
         self.outbox = outbox
+        self.updates = updates
         self.logger = logger
     }
 
@@ -181,7 +184,8 @@ package struct OrderStore: Sendable {
 
     // MARK: Event log and outbox
 
-    /// Appends `envelope` to the event log of its aggregate (as entry `sequence`) and to the outbox.
+    /// Appends `envelope` to the event log of its aggregate (as entry `sequence`) and to the outbox, with its
+    /// `order_update` to the `/orders` sockets.
     package func record<Payload: EventPayload>(
         _ envelope: EventEnvelope<Payload>, aggregateType: String, sequence: Int, actor: OrderActor?,
         on connection: PostgresConnection
@@ -194,6 +198,7 @@ package struct OrderStore: Sendable {
                     \(actor?.id), \(actor?.role.rawValue), \(json)::jsonb, \(envelope.occurredAt))
             """, logger: logger
         )
+        try await updates.emit(envelope, on: connection)
         try await outbox.enqueue(envelope, on: connection, logger: logger)
     }
 

@@ -1,0 +1,159 @@
+/// How one server follows one room's stream, as a state machine that returns what to do (no I/O, no clock): it
+/// opens by asking the store where the stream stands while keeping the room's notices, then delivers each next
+/// emit in order; a notice that skips ahead, or one that came without its packet, makes it read the gap from the
+/// store before it goes on.
+///
+/// Every emit committed after the feed began opening is delivered: notices that arrive while it opens are kept, and
+/// the first of them may come from just before the store was asked.
+package struct RoomFeed: Sendable {
+    /// A notice of the room's stream: the emit's position, and the emit unless it came without its packet.
+    package struct Notice: Sendable, Equatable {
+        package var position: StreamPosition
+        package var emit: StreamEmit?
+
+        package init(position: StreamPosition, emit: StreamEmit?) {
+            self.position = position
+            self.emit = emit
+        }
+    }
+
+    /// What the server does next, in order.
+    package enum Step: Sendable, Equatable {
+        /// Ask the store where the stream stands (``opened(at:)`` takes the answer).
+        case readPosition
+        /// Read the stream after a position from the store (``filled(_:)`` takes the answer).
+        case readEmits(after: StreamPosition)
+        /// Sockets that joined while the feed opened are in the room from this position.
+        case started(StreamPosition)
+        /// Deliver these emits to the room's sockets, in order.
+        case deliver([StreamEmit])
+        /// The store cannot show what the room's sockets missed: they must reload (their connections are closed,
+        /// and their recovery is refused). The feed opens again.
+        case lost(StreamGap)
+    }
+
+    package enum State: Sendable, Equatable {
+        case opening
+        case live
+        case filling
+    }
+
+    package private(set) var state: State = .opening
+    /// The position of the last emit delivered (once opened).
+    package private(set) var position: StreamPosition = .start
+    /// Notices kept while opening or filling, oldest first.
+    private var kept: [Notice] = []
+    /// Notices may have been missed (the store's following was lost): read again once the current read is done.
+    private var stale = false
+
+    /// A new feed: the server asks the store for the stream's position (``Step/readPosition``).
+    package init() {}
+
+    /// A notice for the room.
+    package mutating func received(_ notice: Notice) -> [Step] {
+        guard state == .live else {
+            kept.append(notice)
+            return []
+        }
+        return advance(with: [notice])
+    }
+
+    /// The store's answer to ``Step/readPosition``: the stream stood at `top`.
+    package mutating func opened(at top: StreamPosition) -> [Step] {
+        guard state == .opening else { return [] }
+        state = .live
+        // Sockets that joined meanwhile start before the first kept notice, if it follows on from `top`; otherwise
+        // at `top`, and a kept notice further on is a gap.
+        if let first = kept.first, first.position.offset > 0,
+            first.position.epoch == top.epoch
+                ? first.position.offset <= top.offset + 1 : follows(first.position, after: top)
+        {
+            position = StreamPosition(epoch: first.position.epoch, offset: first.position.offset - 1)
+        } else {
+            position = top
+        }
+        let notices = kept
+        kept = []
+        return [.started(position)] + advance(with: notices)
+    }
+
+    /// The store's answer to ``Step/readEmits(after:)``.
+    package mutating func filled(_ read: StreamRead) -> [Step] {
+        guard state == .filling else { return [] }
+        switch read {
+        case .unavailable(let gap):
+            state = .opening
+            position = .start
+            stale = false
+            return [.lost(gap), .readPosition]
+        case .emits(let emits, let top):
+            state = .live
+            var delivered: [StreamEmit] = []
+            for emit in emits where follows(emit.position, after: position) {
+                delivered.append(emit)
+                position = emit.position
+            }
+            let notices = kept
+            kept = []
+            var steps: [Step] = delivered.isEmpty ? [] : [.deliver(delivered)]
+            if top.offset > position.offset && top.epoch == position.epoch {
+                // The read stopped at its byte limit: read on.
+                state = .filling
+                kept = notices
+                return steps + [.readEmits(after: position)]
+            }
+            steps += advance(with: notices)
+            return steps
+        }
+    }
+
+    /// Notices may have been missed (the store's following was lost and is back): a live feed whose stream moved
+    /// past it (`top`, when the server knows it) reads what it missed; an opening or filling one reads again once it
+    /// is live.
+    package mutating func resync(top: StreamPosition?) -> [Step] {
+        switch state {
+        case .live:
+            if let top, top == position { return [] }
+            state = .filling
+            return [.readEmits(after: position)]
+        case .opening, .filling:
+            stale = true
+            return []
+        }
+    }
+
+    // MARK: Private
+
+    /// Delivers the notices that follow on, in order; at the first gap (or a notice without its packet) it reads
+    /// from the store, keeping the rest.
+    private mutating func advance(with notices: [Notice]) -> [Step] {
+        var delivered: [StreamEmit] = []
+        var index = notices.startIndex
+        while index < notices.endIndex {
+            let notice = notices[index]
+            if notice.position.epoch == position.epoch && notice.position.offset <= position.offset {
+                index += 1
+                continue
+            }
+            guard follows(notice.position, after: position), let emit = notice.emit else { break }
+            delivered.append(emit)
+            position = notice.position
+            index += 1
+        }
+        var steps: [Step] = delivered.isEmpty ? [] : [.deliver(delivered)]
+        if index < notices.endIndex || stale {
+            stale = false
+            state = .filling
+            kept = Array(notices[index...])
+            steps.append(.readEmits(after: position))
+        }
+        return steps
+    }
+
+    /// Whether an emit at `next` is the one after `position`: the next offset of the same epoch, or the first emit
+    /// of a stream begun since (a room that had no stream, or a store that began it again).
+    private func follows(_ next: StreamPosition, after position: StreamPosition) -> Bool {
+        if next.epoch == position.epoch { return next.offset == position.offset + 1 }
+        return next.offset == 1
+    }
+}

@@ -1,0 +1,431 @@
+import Foundation
+import Logging
+import Metrics
+import PostgresNIO
+import Realtime
+import ServiceKit
+import ServiceLifecycle
+import Synchronization
+
+/// The realtime store in the service's own Postgres schema (tables of ServiceKit's migration
+/// `0004_realtime_streams.sql`): each room's stream of recoverable emits, numbered per room under the stream row's
+/// lock, each room's latest values in an unlogged table, and the sessions. Every change NOTIFYs the schema's channel
+/// as it commits (with the packet, when it fits in a notification); every instance LISTENs on it.
+///
+/// An emit that is part of a change is written in the change's transaction with
+/// ``append(_:on:)`` (``RealtimeEmitter``): it is delivered exactly when the change commits, and never without it.
+/// Latest values are written in batches by ``run()`` (the newest of each key), one statement and a few
+/// notifications per batch.
+package final class PostgresRealtimeStore: RealtimeStore, Service {
+    let database: Database
+    /// The NOTIFY channel, one per schema.
+    let channel: String
+    private let retention: Duration
+    private let now: Now
+    private let logger: Logger
+
+    /// Latest values waiting to be written, the newest of each namespace, room and key.
+    private let pendingLatest = Mutex<[String: RoomEmit]>([:])
+    private let latestWaiting: AsyncStream<Void>
+    private let latestWaitingInput: AsyncStream<Void>.Continuation
+    /// The most latest values that may wait; past it a new key's value is dropped (its next one is written).
+    static let pendingLatestLimit = 100_000
+    private let latestDropped = Counter(label: "realtime_latest_dropped_total")
+
+    /// The largest notification payload Postgres takes is 8000 bytes: notices are kept under this.
+    static let notificationLimit = 7900
+
+    package init(database: Database, retention: Duration, now: Now, logger: Logger) {
+        self.database = database
+        self.channel = "\(database.schema)_realtime"
+        self.retention = retention
+        self.now = now
+        self.logger = logger
+        (latestWaiting, latestWaitingInput) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    // MARK: Emits
+
+    package func append(_ emit: RoomEmit) async throws {
+        guard emit.latestKey != nil else {
+            try await database.transaction { try await self.append(emit, on: $0) }
+            return
+        }
+        try Self.checkNames(emit)
+        guard Self.latestLine(emit).utf8.count <= Self.notificationLimit else { throw RealtimeEmitTooLarge(emit) }
+        let key = emit.namespace + "\t" + emit.room + "\t" + (emit.latestKey ?? "")
+        let queued = pendingLatest.withLock { pending in
+            guard pending[key] != nil || pending.count < Self.pendingLatestLimit else { return false }
+            pending[key] = emit
+            return true
+        }
+        if queued { latestWaitingInput.yield() } else { latestDropped.increment() }
+    }
+
+    /// Appends `emit` to its room's stream in the transaction of `connection`: numbered there, and told to every
+    /// instance when that transaction commits. A latest value is not transactional: use ``append(_:)``.
+    package func append(_ emit: RoomEmit, on connection: PostgresConnection) async throws {
+        try Self.checkNames(emit)
+        let attachments = emit.attachments.map { Data($0).base64EncodedString() }
+        // The packet comes with the notice when it fits (its room's feed reads it otherwise).
+        let header = ["e", emit.namespace, emit.room, "epoch-", "offset-9999999999", emit.except ?? ""]
+            .joined(separator: "\t")
+        let inline = attachments.isEmpty && header.utf8.count + 1 + emit.packet.utf8.count <= Self.notificationLimit
+        try await connection.queryWhileOpen(
+            """
+            WITH stream AS (
+                INSERT INTO realtime_streams AS s (namespace, room, epoch, top)
+                VALUES (\(emit.namespace), \(emit.room), substr(md5(random()::text || clock_timestamp()::text), 1, 8), 1)
+                ON CONFLICT (namespace, room) DO UPDATE SET top = s.top + 1, updated_at = now()
+                RETURNING epoch, top
+            ), written AS (
+                INSERT INTO realtime_emits (namespace, room, epoch, "offset", packet, attachments, except_socket)
+                SELECT \(emit.namespace), \(emit.room), epoch, top, \(emit.packet), \(attachments)::text[], \(emit.except)
+                FROM stream
+            )
+            SELECT pg_notify(\(channel), concat_ws(E'\\t', 'e', \(emit.namespace)::text, \(emit.room)::text, epoch,
+                                                  top::text, coalesce(\(emit.except)::text, ''),
+                                                  CASE WHEN \(inline) THEN \(emit.packet)::text END))
+            FROM stream
+            """, logger: logger)
+    }
+
+    /// Room and namespace names travel in tab-separated notices: a tab or a line break in one is refused.
+    private static func checkNames(_ emit: RoomEmit) throws {
+        for name in [emit.namespace, emit.room, emit.latestKey ?? "", emit.except ?? ""]
+        where name.utf8.contains(where: { $0 == 9 || $0 == 10 || $0 == 13 }) {
+            throw RealtimeEmitTooLarge(emit, reason: "a namespace, room, key or socket id has a tab or a line break")
+        }
+    }
+
+    private static func latestLine(_ emit: RoomEmit) -> String {
+        ["l", emit.namespace, emit.room, emit.latestKey ?? "", emit.packet].joined(separator: "\t")
+    }
+
+    package func positions(namespace: String, rooms: [String]) async throws -> [String: StreamPosition] {
+        var positions = Dictionary(rooms.map { ($0, StreamPosition.start) }, uniquingKeysWith: { first, _ in first })
+        try await database.withConnection { connection in
+            let rows = try await connection.queryWhileOpen(
+                """
+                SELECT room, epoch, top FROM realtime_streams WHERE namespace = \(namespace) AND room = ANY(\(rooms))
+                """, logger: logger)
+            for try await (room, epoch, top) in rows.decode((String, String, Int64).self) {
+                positions[room] = StreamPosition(epoch: epoch, offset: top)
+            }
+        }
+        return positions
+    }
+
+    package func emits(namespace: String, room: String, after position: StreamPosition, byteLimit: Int) async throws
+        -> StreamRead
+    {
+        try await database.withConnection { connection in
+            var top: StreamPosition?
+            let streams = try await connection.queryWhileOpen(
+                "SELECT epoch, top FROM realtime_streams WHERE namespace = \(namespace) AND room = \(room)",
+                logger: logger)
+            for try await (epoch, offset) in streams.decode((String, Int64).self) {
+                top = StreamPosition(epoch: epoch, offset: offset)
+            }
+            guard let top else {
+                return position.epoch == nil ? .emits([], top: .start) : .unavailable(.anotherEpoch)
+            }
+            guard position.epoch == nil || position.epoch == top.epoch else { return .unavailable(.anotherEpoch) }
+            let after = position.epoch == nil ? 0 : position.offset
+            if after >= top.offset { return .emits([], top: top) }
+            var emits: [StreamEmit] = []
+            var bytes = 0
+            let rows = try await connection.queryWhileOpen(
+                """
+                SELECT "offset", packet, attachments, except_socket FROM realtime_emits
+                WHERE namespace = \(namespace) AND room = \(room) AND epoch = \(top.epoch ?? "")
+                  AND "offset" > \(after) AND "offset" <= \(top.offset)
+                ORDER BY "offset" LIMIT 1000
+                """, logger: logger)
+            for try await (offset, packet, attachments, except) in rows.decode((Int64, String, [String], String?).self)
+            {
+                if emits.isEmpty, offset != after + 1 { return .unavailable(.noLongerHeld) }
+                let emit = StreamEmit(
+                    namespace: namespace, room: room, position: StreamPosition(epoch: top.epoch, offset: offset),
+                    packet: packet, attachments: attachments.compactMap { Data(base64Encoded: $0).map { [UInt8]($0) } },
+                    except: except)
+                bytes += emit.bytes
+                if bytes > byteLimit && !emits.isEmpty { break }
+                emits.append(emit)
+            }
+            if emits.isEmpty { return .unavailable(.noLongerHeld) }
+            return .emits(emits, top: top)
+        }
+    }
+
+    package func latest(namespace: String, room: String) async throws -> [String: String] {
+        try await database.withConnection { connection in
+            var values: [String: String] = [:]
+            let rows = try await connection.queryWhileOpen(
+                "SELECT key, packet FROM realtime_latest WHERE namespace = \(namespace) AND room = \(room)",
+                logger: logger)
+            for try await (key, packet) in rows.decode((String, String).self) { values[key] = packet }
+            return values
+        }
+    }
+
+    /// Writes the pending latest values until graceful shutdown (then the last ones), a batch at a time.
+    package func run() async throws {
+        await cancelWhenGracefulShutdown {
+            for await _ in self.latestWaiting {
+                await self.writePendingLatest()
+            }
+        }
+        await writePendingLatest()
+    }
+
+    private func writePendingLatest() async {
+        while true {
+            let batch = pendingLatest.withLock { pending -> [RoomEmit] in
+                let batch = Array(pending.values.prefix(1000))
+                for emit in batch {
+                    pending.removeValue(forKey: emit.namespace + "\t" + emit.room + "\t" + (emit.latestKey ?? ""))
+                }
+                return batch
+            }
+            guard !batch.isEmpty else { return }
+            // Notices packed several to a notification, a line each.
+            var payloads: [String] = []
+            var current = ""
+            for line in batch.map(Self.latestLine) {
+                if !current.isEmpty && current.utf8.count + 1 + line.utf8.count > Self.notificationLimit {
+                    payloads.append(current)
+                    current = ""
+                }
+                current += current.isEmpty ? line : "\n" + line
+            }
+            if !current.isEmpty { payloads.append(current) }
+            do {
+                try await database.withConnection { connection in
+                    try await connection.queryWhileOpen(
+                        """
+                        WITH written AS (
+                            INSERT INTO realtime_latest AS l (namespace, room, key, packet)
+                            SELECT * FROM unnest(\(batch.map(\.namespace))::text[], \(batch.map(\.room))::text[],
+                                                 \(batch.map { $0.latestKey ?? "" })::text[], \(batch.map(\.packet))::text[])
+                            ON CONFLICT (namespace, room, key) DO UPDATE SET packet = excluded.packet, updated_at = now()
+                        )
+                        SELECT pg_notify(\(channel), payload) FROM unnest(\(payloads)::text[]) AS payload
+                        """, logger: logger)
+                }
+            } catch {
+                // Latest values go stale within seconds: the next ones are written instead of these.
+                latestDropped.increment(by: batch.count)
+                logger.warning(
+                    "could not write latest realtime values",
+                    metadata: ["error": "\(error)", "values": "\(batch.count)"])
+                try? await Task.sleep(for: .milliseconds(200))
+                return
+            }
+        }
+    }
+
+    // MARK: Sessions
+
+    /// A session's rooms in its `rooms` column.
+    private struct JoinedAt: Codable {
+        var epoch: String?
+        var offset: Int64
+    }
+
+    private static func encodeRooms(_ rooms: [String: StreamPosition]) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return String(
+            decoding: try encoder.encode(rooms.mapValues { JoinedAt(epoch: $0.epoch, offset: $0.offset) }),
+            as: UTF8.self)
+    }
+
+    package func save(_ session: StoredSession) async throws {
+        let rooms = try Self.encodeRooms(session.rooms)
+        try await database.withConnection { connection in
+            try await connection.queryWhileOpen(
+                """
+                INSERT INTO realtime_sessions AS s (pid, namespace, sid, user_id, rooms, state, generation, owner, changed_at)
+                VALUES (\(session.pid), \(session.namespace), \(session.sid), \(session.userId), \(rooms)::jsonb,
+                        \(session.state.rawValue), \(session.generation), \(session.owner), \(session.changedAt))
+                ON CONFLICT (pid) DO UPDATE SET namespace = excluded.namespace, sid = excluded.sid,
+                    user_id = excluded.user_id, rooms = excluded.rooms, state = excluded.state,
+                    generation = excluded.generation, owner = excluded.owner, changed_at = excluded.changed_at
+                WHERE s.generation <= excluded.generation
+                """, logger: logger)
+        }
+    }
+
+    package func touch(pids: [String], owner: String, at now: Date) async throws {
+        guard !pids.isEmpty else { return }
+        try await database.withConnection { connection in
+            try await connection.queryWhileOpen(
+                """
+                UPDATE realtime_sessions SET changed_at = \(now)
+                WHERE pid = ANY(\(pids)) AND owner = \(owner) AND state = 'connected'
+                """, logger: logger)
+        }
+    }
+
+    package func end(pid: String, generation: Int) async throws {
+        try await database.withConnection { connection in
+            try await connection.queryWhileOpen(
+                "DELETE FROM realtime_sessions WHERE pid = \(pid) AND generation <= \(generation)", logger: logger)
+        }
+    }
+
+    package func session(pid: String) async throws -> StoredSession? {
+        try await database.withConnection { connection in
+            let rows = try await connection.queryWhileOpen(
+                """
+                SELECT namespace, sid, user_id, rooms::text, state, generation, owner, changed_at
+                FROM realtime_sessions WHERE pid = \(pid)
+                """, logger: logger)
+            for try await (namespace, sid, userId, rooms, state, generation, owner, changedAt) in rows.decode(
+                (String, String, String?, String, String, Int, String, Date).self)
+            {
+                guard let state = StoredSession.State(rawValue: state) else {
+                    throw RealtimeStoreInconsistency(what: "session \(pid) has the state '\(state)'")
+                }
+                let joined = try JSONDecoder().decode([String: JoinedAt].self, from: Data(rooms.utf8))
+                return StoredSession(
+                    pid: pid, namespace: namespace, sid: sid, userId: userId,
+                    rooms: joined.mapValues { StreamPosition(epoch: $0.epoch, offset: $0.offset) }, state: state,
+                    generation: generation, owner: owner, changedAt: changedAt)
+            }
+            return nil
+        }
+    }
+
+    package func claim(_ session: StoredSession) async throws -> Bool {
+        let rooms = try Self.encodeRooms(session.rooms)
+        return try await database.withConnection { connection in
+            let rows = try await connection.queryWhileOpen(
+                """
+                WITH claimed AS (
+                    UPDATE realtime_sessions SET generation = \(session.generation), owner = \(session.owner),
+                        state = 'connected', changed_at = \(session.changedAt), rooms = \(rooms)::jsonb
+                    WHERE pid = \(session.pid) AND generation = \(session.generation - 1)
+                    RETURNING pid
+                )
+                SELECT pg_notify(\(channel), concat_ws(E'\\t', 's', pid, \(String(session.generation))::text,
+                                                      \(session.owner)::text))
+                FROM claimed
+                """, logger: logger)
+            var claimed = false
+            for try await _ in rows { claimed = true }
+            return claimed
+        }
+    }
+
+    // MARK: Following
+
+    package func follow(
+        ready: @escaping @Sendable () -> Void, _ receive: @escaping @Sendable ([RealtimeNotice]) -> Void
+    ) async throws {
+        try await database.client.withConnection { connection in
+            try await connection.listen(on: channel) { notifications in
+                ready()
+                for try await notification in notifications {
+                    let notices = Self.notices(in: notification.payload)
+                    if !notices.isEmpty { receive(notices) }
+                }
+                throw RealtimeNoticesLost()
+            }
+        }
+    }
+
+    /// The notices of one notification: lines of tab-separated fields (`e`, `l` or `s` first).
+    package static func notices(in payload: String) -> [RealtimeNotice] {
+        var notices: [RealtimeNotice] = []
+        for line in payload.split(separator: "\n", omittingEmptySubsequences: true) {
+            let kind = line.first
+            switch kind {
+            case "e":
+                let fields = line.split(separator: "\t", maxSplits: 6, omittingEmptySubsequences: false)
+                guard fields.count >= 6, let offset = Int64(fields[4]) else { continue }
+                let (namespace, room) = (String(fields[1]), String(fields[2]))
+                let position = StreamPosition(epoch: String(fields[3]), offset: offset)
+                let except = fields[5].isEmpty ? nil : String(fields[5])
+                let packet = fields.count == 7 ? String(fields[6]) : nil
+                notices.append(
+                    .emit(
+                        namespace: namespace, room: room, position: position,
+                        packet: packet.map {
+                            StreamEmit(namespace: namespace, room: room, position: position, packet: $0, except: except)
+                        }))
+            case "l":
+                let fields = line.split(separator: "\t", maxSplits: 4, omittingEmptySubsequences: false)
+                guard fields.count == 5 else { continue }
+                notices.append(
+                    .latest(
+                        namespace: String(fields[1]), room: String(fields[2]), key: String(fields[3]),
+                        packet: String(fields[4])))
+            case "s":
+                let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
+                guard fields.count == 4, let generation = Int(fields[2]) else { continue }
+                notices.append(
+                    .sessionClaimed(pid: String(fields[1]), generation: generation, owner: String(fields[3])))
+            default:
+                continue
+            }
+        }
+        return notices
+    }
+
+    // MARK: Trimming
+
+    /// Deletes what no recovery needs any more, by one instance per schema at a time: emits and latest values
+    /// older than the retention, sessions not heard of for as long, and streams nothing was emitted to for a week.
+    package func trim() async throws {
+        let lockName = "\(database.schema).realtime-trim"
+        let cutoff = now() - retention
+        let seconds = Int(retention.timeInterval)
+        try await database.transaction { connection in
+            let rows = try await connection.queryWhileOpen(
+                "SELECT pg_try_advisory_xact_lock(hashtext(\(lockName)))", logger: logger)
+            var leader = false
+            for try await locked in rows.decode(Bool.self) { leader = locked }
+            guard leader else { return }
+            try await connection.queryWhileOpen(
+                """
+                DELETE FROM realtime_emits WHERE emitted_at < now() - make_interval(secs => \(seconds))
+                """, logger: logger)
+            try await connection.queryWhileOpen(
+                """
+                DELETE FROM realtime_latest WHERE updated_at < now() - make_interval(secs => \(seconds))
+                """, logger: logger)
+            try await connection.queryWhileOpen(
+                "DELETE FROM realtime_sessions WHERE changed_at < \(cutoff)", logger: logger)
+            try await connection.queryWhileOpen(
+                "DELETE FROM realtime_streams WHERE updated_at < now() - interval '7 days'", logger: logger)
+        }
+    }
+}
+
+/// The realtime store's notification connection was lost; its server follows again.
+struct RealtimeNoticesLost: Error, CustomStringConvertible {
+    var description: String { "the realtime notification connection ended" }
+}
+
+/// The store holds something it never writes.
+struct RealtimeStoreInconsistency: Error, CustomStringConvertible {
+    var what: String
+    var description: String { "the realtime store is inconsistent: \(what)" }
+}
+
+/// An emit the store cannot carry: a latest value larger than a notification, or names with tabs or line breaks.
+package struct RealtimeEmitTooLarge: Error, CustomStringConvertible {
+    package var namespace: String
+    package var room: String
+    package var reason: String
+
+    init(_ emit: RoomEmit, reason: String = "a latest value must fit in a notification (7,900 bytes)") {
+        self.namespace = emit.namespace
+        self.room = emit.room
+        self.reason = reason
+    }
+
+    package var description: String { "cannot emit to \(namespace) \(room): \(reason)" }
+}

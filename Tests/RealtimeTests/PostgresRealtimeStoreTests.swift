@@ -1,0 +1,217 @@
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+import Realtime
+import RealtimePlatform
+import ServiceKit
+import TestSupport
+import Testing
+
+/// The realtime store in Postgres: streams numbered per room and told as they commit, latest values, sessions
+/// claimed once, trimming; and servers that lose the store's notices catching up.
+@Suite("Postgres realtime store", .timeLimit(.minutes(2)))
+struct PostgresRealtimeStoreTests {
+    static func store(_ database: Database) -> PostgresRealtimeStore {
+        PostgresRealtimeStore(
+            database: database, retention: .seconds(240), now: .system,
+            logger: TestInfrastructure.logger("realtime-store"))
+    }
+
+    /// Follows `store` for the duration of `body`, collecting its notices.
+    static func following<Result: Sendable>(
+        _ store: PostgresRealtimeStore, _ body: @Sendable (Locked<[RealtimeNotice]>) async throws -> Result
+    ) async throws -> Result {
+        let notices = Locked<[RealtimeNotice]>([])
+        let ready = AsyncQueue<Void>()
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await store.follow(ready: { ready.push(()) }) { new in notices.withLock { $0 += new } }
+            }
+            defer { group.cancelAll() }
+            _ = try await ready.next(timeout: .seconds(10))
+            return try await body(notices)
+        }
+    }
+
+    @Test("each room's emits are numbered on their own, committed with their transaction, and told as they commit")
+    func numbering() async throws {
+        try await withTestDatabase { database in
+            let store = Self.store(database)
+            try await Self.following(store) { notices in
+                try await store.append(RoomEmit(namespace: "/chat", room: "order:1", packet: #"2/chat,["m",1]"#))
+                try await store.append(RoomEmit(namespace: "/chat", room: "order:2", packet: #"2/chat,["m",2]"#))
+                try await database.transaction { connection in
+                    try await store.append(
+                        RoomEmit(namespace: "/chat", room: "order:1", packet: #"2/chat,["m",3]"#, except: "s1"),
+                        on: connection)
+                }
+                // Rolled back: never numbered, never told.
+                struct Abandoned: Error {}
+                _ = try? await database.transaction { connection in
+                    try await store.append(
+                        RoomEmit(namespace: "/chat", room: "order:1", packet: #"2/chat,["m",4]"#), on: connection)
+                    throw Abandoned()
+                }
+                try await eventually(timeout: .seconds(5), "three notices") { notices.withLock { $0.count } >= 3 }
+                let told = notices.withLock { $0 }
+                let offsets = told.compactMap { notice -> String? in
+                    guard case .emit(_, let room, let position, let packet) = notice else { return nil }
+                    return "\(room)#\(position.offset):\(packet?.packet ?? "-"):\(packet?.except ?? "")"
+                }
+                #expect(
+                    offsets == [
+                        #"order:1#1:2/chat,["m",1]:"#, #"order:2#1:2/chat,["m",2]:"#, #"order:1#2:2/chat,["m",3]:s1"#,
+                    ])
+                let positions = try await store.positions(namespace: "/chat", rooms: ["order:1", "order:2", "none"])
+                #expect(positions["order:1"]?.offset == 2)
+                #expect(positions["none"] == .start)
+                guard
+                    case .emits(let emits, _) = try await store.emits(
+                        namespace: "/chat", room: "order:1",
+                        after: StreamPosition(epoch: positions["order:1"]?.epoch, offset: 1), byteLimit: 1 << 20)
+                else { throw ProtocolMismatch("no emits") }
+                #expect(emits.map(\.packet) == [#"2/chat,["m",3]"#])
+                #expect(
+                    try await store.emits(
+                        namespace: "/chat", room: "order:1", after: StreamPosition(epoch: "another", offset: 1),
+                        byteLimit: 1 << 20) == .unavailable(.anotherEpoch))
+            }
+        }
+    }
+
+    @Test("a packet too large for a notification is told without it and read from the store")
+    func largePacket() async throws {
+        try await withTestDatabase { database in
+            let store = Self.store(database)
+            try await Self.following(store) { notices in
+                let packet = #"2/chat,["m",""# + String(repeating: "x", count: 20_000) + #""]"#
+                try await store.append(RoomEmit(namespace: "/chat", room: "big", packet: packet))
+                try await eventually(timeout: .seconds(5), "the notice") { notices.withLock { $0.count } == 1 }
+                guard case .emit(_, _, let position, let emit) = notices.withLock({ $0[0] }) else {
+                    throw ProtocolMismatch("not an emit")
+                }
+                #expect(emit == nil)
+                guard
+                    case .emits(let emits, _) = try await store.emits(
+                        namespace: "/chat", room: "big", after: StreamPosition(epoch: position.epoch, offset: 0),
+                        byteLimit: 1 << 20)
+                else { throw ProtocolMismatch("no emits") }
+                #expect(emits.first?.packet == packet)
+            }
+        }
+    }
+
+    @Test("latest values replace each other per key, and are told in batches")
+    func latestValues() async throws {
+        try await withTestDatabase { database in
+            let store = Self.store(database)
+            try await withRunningServices([store]) {
+                try await Self.following(store) { notices in
+                    for index in 0..<50 {
+                        try await store.append(
+                            RoomEmit(namespace: "/tracking", room: "job:1", packet: "p\(index)", latestKey: "location"))
+                    }
+                    try await eventually(timeout: .seconds(5), "the latest value") {
+                        try await store.latest(namespace: "/tracking", room: "job:1") == ["location": "p49"]
+                    }
+                    try await eventually(timeout: .seconds(5), "its notice") {
+                        notices.withLock { notices in
+                            notices.contains(
+                                .latest(namespace: "/tracking", room: "job:1", key: "location", packet: "p49"))
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("of ten concurrent claims of a session's next generation exactly one succeeds, and its old owner is told")
+    func claimRace() async throws {
+        try await withTestDatabase { database in
+            let store = Self.store(database)
+            let session = StoredSession(
+                pid: uniqueName("pid"), namespace: "/chat", sid: "sid", userId: "u1",
+                rooms: ["sid": .start, "order:1": StreamPosition(epoch: "e1", offset: 4)], state: .disconnected,
+                generation: 3, owner: "old",
+                changedAt: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded()))
+            try await store.save(session)
+            #expect(try await store.session(pid: session.pid) == session)
+            try await Self.following(store) { notices in
+                let wins = try await withThrowingTaskGroup(of: Bool.self) { group in
+                    for index in 0..<10 {
+                        var claim = session
+                        claim.generation = 4
+                        claim.owner = "instance-\(index)"
+                        claim.state = .connected
+                        group.addTask { try await store.claim(claim) }
+                    }
+                    return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+                }
+                #expect(wins == 1)
+                try await eventually(timeout: .seconds(5), "the claim's notice") { notices.withLock { $0.count } == 1 }
+                guard case .sessionClaimed(let pid, let generation, _) = notices.withLock({ $0[0] }) else {
+                    throw ProtocolMismatch("not a claim")
+                }
+                #expect(pid == session.pid && generation == 4)
+                // The old owner's late write changes nothing.
+                try await store.save(session)
+                #expect(try await store.session(pid: session.pid)?.generation == 4)
+            }
+        }
+    }
+
+    struct Room: Codable, Sendable { var room: String }
+    struct Joined: Codable, Sendable { var ok = true }
+
+    @Test("a server whose notification connection was cut catches up with what was emitted meanwhile")
+    func lostNotifications() async throws {
+        try await withTestDatabase { database in
+            let store = Self.store(database)
+            let logger = TestInfrastructure.logger("catch-up")
+            var socketIO = SocketIOConfiguration()
+            socketIO.recovery = SocketIORecoverySettings()
+            let server = RealtimeServer(
+                configuration: EngineConfiguration(), socketIO: socketIO, store: store, logger: logger)
+            let namespace = server.namespace("/feed")
+            namespace.on("join", Room.self) { socket, request in
+                socket.join(request.room)
+                return Joined()
+            }
+            let port = TestPorts.allocate()
+            let router = Router()
+            server.addRoutes(to: router)
+            let app = Application(
+                router: router, server: RealtimeServerBuilder.http1WithWebSockets([server.engine]),
+                configuration: .init(address: .hostname("127.0.0.1", port: port)), logger: logger)
+            let room = "room-\(UUID().uuidString)"
+            try await withRunningApplication(app, port: port, services: [server]) {
+                try await withTestWebSocket(
+                    "ws://127.0.0.1:\(port)/socket.io/?EIO=4&transport=websocket", answerPings: true
+                ) { socket in
+                    _ = try await socket.next()
+                    socket.send("40/feed,")
+                    _ = try await socket.nextSkippingPings()
+                    socket.send(#"42/feed,1["join",{"room":"\#(room)"}]"#)
+                    #expect(try await socket.nextSkippingPings() == .text(#"43/feed,1[{"ok":true}]"#))
+                    try await namespace.emit("tick", SocketIOArguments([.number("1")]), toRoom: room)
+                    #expect(
+                        try await socket.nextSkippingPings().textContent?.hasPrefix(#"42/feed,["tick",1,""#) == true)
+                    // Cut every connection that LISTENs on the schema's channel, and emit while they are down.
+                    try await database.execute(
+                        """
+                        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                        WHERE query ILIKE 'LISTEN%' AND query LIKE \("%\(database.schema)_realtime%")
+                        """)
+                    for tick in 2...4 {
+                        try await namespace.emit("tick", SocketIOArguments([.number("\(tick)")]), toRoom: room)
+                    }
+                    for tick in 2...4 {
+                        let frame = try await socket.nextSkippingPings(timeout: .seconds(15)).textContent ?? ""
+                        #expect(frame.hasPrefix(#"42/feed,["tick",\#(tick),""#), "\(frame)")
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,248 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import Realtime
+
+/// The pure parts of the per-room streams: the recovery offset's text, a server's feed of one room, the decision of
+/// what a recovering client has, and the in-memory store (no database, no sockets).
+@Suite("Room streams: offsets, feeds, restores")
+struct RoomStreamTests {
+    static func position(_ epoch: String?, _ offset: Int64) -> StreamPosition {
+        StreamPosition(epoch: epoch, offset: offset)
+    }
+
+    static func emit(_ offset: Int64, epoch: String = "e1", room: String = "r") -> StreamEmit {
+        StreamEmit(namespace: "/chat", room: room, position: position(epoch, offset), packet: "p\(offset)")
+    }
+
+    static func notice(_ offset: Int64, epoch: String = "e1", withPacket: Bool = true) -> RoomFeed.Notice {
+        RoomFeed.Notice(position: position(epoch, offset), emit: withPacket ? emit(offset, epoch: epoch) : nil)
+    }
+
+    static func delivered(_ steps: [RoomFeed.Step]) -> [Int64] {
+        steps.flatMap { step -> [Int64] in
+            if case .deliver(let emits) = step { return emits.map(\.position.offset) }
+            return []
+        }
+    }
+
+    // MARK: Offsets
+
+    @Test("an offset names each room's epoch and position and reads back as written")
+    func offsetText() throws {
+        var offsets = StreamOffsets()
+        offsets.set(Self.position("ab12cd34", 17), of: "order:1")
+        offsets.set(Self.position("zz99", 3), of: "user:rider-1")
+        offsets.set(.start, of: "sid-without-stream")
+        let text = offsets.encoded
+        #expect(text.split(separator: "~").count == 2, "a room with no stream is left out: \(text)")
+        let parsed = try #require(StreamOffsets(parsing: text))
+        #expect(parsed == offsets)
+        #expect(parsed.position(of: "order:1") == Self.position("ab12cd34", 17))
+        #expect(parsed.position(of: "user:rider-1") == Self.position("zz99", 3))
+        #expect(parsed.position(of: "order:2") == nil)
+        #expect(StreamOffsets(parsing: "") == StreamOffsets())
+    }
+
+    @Test(
+        "anything this server did not write is no offset",
+        arguments: [
+            "42", "1a2b3c4d:e1", "1a2b3c4d:e1:x", "1a2b3c4:e1:5", "1a2b3c4d:E1:5", "1a2b3c4d::5",
+            "1a2b3c4d:e1:5~1a2b3c4d:e1:6", "1a2b3c4d:e1:-5", "1a2b3c4d:e1:5~", "1a2b3c4d:e1:9223372036854775808",
+            String(repeating: "1a2b3c4d:e1:5~", count: 70) + "1a2b3c4d:e1:5",
+        ])
+    func offsetRefusals(text: String) {
+        #expect(StreamOffsets(parsing: text) == nil)
+    }
+
+    // MARK: Feeds
+
+    @Test("a feed opens at the stream's position and delivers each next emit once, in order")
+    func liveDelivery() {
+        var feed = RoomFeed()
+        #expect(feed.opened(at: Self.position("e1", 4)) == [.started(Self.position("e1", 4))])
+        #expect(Self.delivered(feed.received(Self.notice(5))) == [5])
+        #expect(Self.delivered(feed.received(Self.notice(5))) == [], "a repeat is dropped")
+        #expect(Self.delivered(feed.received(Self.notice(6))) == [6])
+        #expect(feed.position == Self.position("e1", 6))
+    }
+
+    @Test("notices that arrive while it opens are kept; the first of them may be from before the position was read")
+    func opening() {
+        var feed = RoomFeed()
+        #expect(feed.received(Self.notice(5)).isEmpty)
+        #expect(feed.received(Self.notice(6)).isEmpty)
+        // The store answered after 5 and 6 committed: sockets that joined meanwhile still get them.
+        let steps = feed.opened(at: Self.position("e1", 6))
+        #expect(steps.first == .started(Self.position("e1", 4)))
+        #expect(Self.delivered(steps) == [5, 6])
+    }
+
+    @Test("a room with no stream yet starts at nothing, and the stream's first emit follows on")
+    func firstEmit() {
+        var feed = RoomFeed()
+        _ = feed.opened(at: .start)
+        #expect(Self.delivered(feed.received(Self.notice(1, epoch: "new"))) == [1])
+        #expect(feed.position == Self.position("new", 1))
+    }
+
+    @Test("a notice that skips ahead makes the feed read the gap, keeping what arrives, then go on in order")
+    func gap() {
+        var feed = RoomFeed()
+        _ = feed.opened(at: Self.position("e1", 2))
+        #expect(feed.received(Self.notice(5)) == [.readEmits(after: Self.position("e1", 2))])
+        #expect(feed.state == .filling)
+        #expect(feed.received(Self.notice(6)).isEmpty)
+        let steps = feed.filled(.emits([Self.emit(3), Self.emit(4), Self.emit(5)], top: Self.position("e1", 5)))
+        #expect(Self.delivered(steps) == [3, 4, 5, 6])
+        #expect(feed.state == .live)
+    }
+
+    @Test("a notice without its packet (too large for a notification) is read from the store")
+    func largePacket() {
+        var feed = RoomFeed()
+        _ = feed.opened(at: Self.position("e1", 0))
+        #expect(feed.received(Self.notice(1, withPacket: false)) == [.readEmits(after: Self.position("e1", 0))])
+        #expect(Self.delivered(feed.filled(.emits([Self.emit(1)], top: Self.position("e1", 1)))) == [1])
+    }
+
+    @Test("a read cut short by its byte limit reads on")
+    func partialRead() {
+        var feed = RoomFeed()
+        _ = feed.opened(at: Self.position("e1", 0))
+        _ = feed.received(Self.notice(3))
+        let steps = feed.filled(.emits([Self.emit(1)], top: Self.position("e1", 3)))
+        #expect(Self.delivered(steps) == [1])
+        #expect(steps.last == .readEmits(after: Self.position("e1", 1)))
+        #expect(
+            Self.delivered(feed.filled(.emits([Self.emit(2), Self.emit(3)], top: Self.position("e1", 3)))) == [2, 3])
+    }
+
+    @Test("when the store cannot fill a gap the room's sockets must reload, and the feed opens again")
+    func lostGap() {
+        var feed = RoomFeed()
+        _ = feed.opened(at: Self.position("e1", 2))
+        _ = feed.received(Self.notice(9))
+        #expect(feed.filled(.unavailable(.noLongerHeld)) == [.lost(.noLongerHeld), .readPosition])
+        #expect(feed.state == .opening)
+    }
+
+    @Test("after the store's notices were lost, a live feed reads on from where it is; one that opens does once open")
+    func resync() {
+        var live = RoomFeed()
+        _ = live.opened(at: Self.position("e1", 7))
+        #expect(live.resync(top: Self.position("e1", 7)).isEmpty, "nothing missed")
+        #expect(live.resync(top: nil) == [.readEmits(after: Self.position("e1", 7))])
+        var opening = RoomFeed()
+        #expect(opening.resync(top: nil).isEmpty)
+        let steps = opening.opened(at: Self.position("e1", 7))
+        #expect(steps == [.started(Self.position("e1", 7)), .readEmits(after: Self.position("e1", 7))])
+    }
+
+    // MARK: Restores
+
+    static let settings = SocketIORecoverySettings()
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    static func session(
+        rooms: [String: StreamPosition] = ["sid": .start, "order:1": position("e1", 4)],
+        state: StoredSession.State = .disconnected, at: Date = now - 30
+    ) -> StoredSession {
+        StoredSession(
+            pid: "pid", namespace: "/chat", sid: "sid", userId: "u1", rooms: rooms, state: state, generation: 0,
+            owner: "instance-1", changedAt: at)
+    }
+
+    @Test(
+        "a session is restored for its user, in its namespace, within the window (its server's refresh added when it still says connected)"
+    )
+    func restoreCheck() {
+        #expect(
+            SessionRestore.check(
+                Self.session(), namespace: "/chat", userId: "u1", now: Self.now, settings: Self.settings) == nil)
+        #expect(
+            SessionRestore.check(
+                Self.session(), namespace: "/chat", userId: "u2", now: Self.now, settings: Self.settings)
+                == .anotherUser)
+        #expect(
+            SessionRestore.check(
+                Self.session(), namespace: "/rider", userId: "u1", now: Self.now, settings: Self.settings)
+                == .unknownSession)
+        #expect(
+            SessionRestore.check(
+                Self.session(at: Self.now - 121), namespace: "/chat", userId: "u1", now: Self.now,
+                settings: Self.settings) == .windowPassed)
+        #expect(
+            SessionRestore.check(
+                Self.session(state: .connected, at: Self.now - 150), namespace: "/chat", userId: "u1", now: Self.now,
+                settings: Self.settings) == nil)
+        #expect(
+            SessionRestore.check(
+                Self.session(state: .connected, at: Self.now - 181), namespace: "/chat", userId: "u1", now: Self.now,
+                settings: Self.settings) == .windowPassed)
+    }
+
+    @Test("a client has what its offset says of each room, and where it joined the rooms its offset does not name")
+    func clientPositions() throws {
+        var offsets = StreamOffsets()
+        offsets.set(Self.position("e1", 9), of: "order:1")
+        offsets.set(Self.position("e7", 2), of: "left-since")
+        let positions = try SessionRestore.clientPositions(
+            session: Self.session(), rooms: ["sid", "order:1"], offsets: offsets
+        ).get()
+        #expect(positions == ["sid": .start, "order:1": Self.position("e1", 9)])
+        // No offset yet: where it joined.
+        #expect(
+            try SessionRestore.clientPositions(session: Self.session(), rooms: ["order:1"], offsets: nil).get()
+                == ["order:1": Self.position("e1", 4)])
+    }
+
+    // MARK: The in-memory store
+
+    @Test("a store numbers each room's emits on their own, tells its followers, and reads a room back after a position")
+    func inMemoryStore() async throws {
+        let store = InMemoryRealtimeStore()
+        let heard = Locked<[RealtimeNotice]>([])
+        let following = Task {
+            try await store.follow(ready: {}) { notices in heard.withLock { $0 += notices } }
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        for room in ["a", "b", "a"] {
+            try await store.append(RoomEmit(namespace: "/n", room: room, packet: "to \(room)"))
+        }
+        try await store.append(RoomEmit(namespace: "/n", room: "a", packet: "where", latestKey: "location"))
+        following.cancel()
+        let positions = try await store.positions(namespace: "/n", rooms: ["a", "b", "c"])
+        #expect(positions["a"]?.offset == 2)
+        #expect(positions["b"]?.offset == 1)
+        #expect(positions["c"] == .start)
+        #expect(heard.withLock { $0.count } == 4)
+        guard
+            case .emits(let emits, let top) = try await store.emits(
+                namespace: "/n", room: "a", after: Self.position(positions["a"]?.epoch, 0), byteLimit: 1 << 20)
+        else { throw ProtocolMismatch("no emits") }
+        #expect(emits.map(\.position.offset) == [1, 2])
+        #expect(top == positions["a"])
+        #expect(
+            try await store.emits(namespace: "/n", room: "a", after: Self.position("other", 1), byteLimit: 1 << 20)
+                == .unavailable(.anotherEpoch))
+        #expect(try await store.latest(namespace: "/n", room: "a") == ["location": "where"])
+    }
+
+    @Test("of two claims of a session's next generation, one succeeds")
+    func claim() async throws {
+        let store = InMemoryRealtimeStore()
+        try await store.save(Self.session())
+        var next = Self.session()
+        next.generation = 1
+        next.owner = "instance-2"
+        #expect(try await store.claim(next))
+        next.owner = "instance-3"
+        #expect(try await !store.claim(next))
+        #expect(try await store.session(pid: "pid")?.owner == "instance-2")
+        // A late write of the older generation changes nothing.
+        try await store.save(Self.session())
+        #expect(try await store.session(pid: "pid")?.generation == 1)
+    }
+}
