@@ -12,8 +12,9 @@ import Synchronization
 
 /// Connection state recovery under load: ROOMS chat rooms (a customer and a rider socket each) on two chat
 /// instances and RIDERS riders' `/rider` sockets on two allocation instances, each dropped DROPS times at random
-/// and reconnecting to either instance with its `pid` and last offset, while chat messages (ChatMessageSent on
-/// chat.messages, fanned out by both chat instances) and offers (orders becoming ready next to riders) stream.
+/// and reconnecting to either instance with its `pid` and last offset, while chat messages (sent by each room's
+/// rider from another device, on either instance, that is never dropped) and offers (orders becoming ready next to
+/// riders) stream.
 /// Counts every event missed, duplicated or out of order per client, the share of reconnects recovered, and the
 /// time from a reconnect to its last missed event (the CONNECT answer, which follows the missed emits).
 @main
@@ -109,7 +110,15 @@ struct RecoveryLoad: AsyncParsableCommand {
         }
         print("\(clients.count) clients connecting; streaming from 20 s for \(seconds) s, \(drops) drops each…")
         let published = Expected()
+        var senders: [MessageSender] = []
+        for (index, order) in roomIds.enumerated() {
+            let token = try await issuer.token(userId: "rr-\(run)-\(index)", role: .rider, name: "Bench")
+            senders.append(MessageSender(room: order, token: token, url: chatURLs[index % chatURLs.count]))
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
+            for sender in senders {
+                group.addTask { await sender.run(published: published, logger: logger) }
+            }
             group.addTask {
                 for try await message in consumer.messages {
                     guard let sent = try? EventCatalog.decode(message.value).payload(as: OfferSent.self) else {
@@ -143,15 +152,7 @@ struct RecoveryLoad: AsyncParsableCommand {
                     let order = roomIds[room]
                     let number = sequence[order, default: 0]
                     sequence[order] = number + 1
-                    let sent = ChatMessageSent(
-                        messageId: UUID().uuidString.lowercased(), orderId: order, senderId: "rr-\(run)-\(room)",
-                        senderRole: .rider, senderName: "Rider", text: "seq:\(number)",
-                        clientMessageId: UUID().uuidString, sentAt: Date())
-                    batch.append(
-                        KafkaOutgoingMessage(
-                            topic: Topic.chatMessages.rawValue, key: order,
-                            value: try ContractCoding.encode(EventEnvelope(aggregateId: order, payload: sent))))
-                    published.add(String(number), for: order)
+                    senders[room].send(number)
                 }
                 for _ in 0..<(orderRate * (tick + 1) / 100 - orderRate * tick / 100) {
                     let target = riderPositions.randomElement()!
@@ -177,8 +178,11 @@ struct RecoveryLoad: AsyncParsableCommand {
                 deadline = deadline.advanced(by: .milliseconds(10))
                 try await Task.sleep(until: deadline, clock: clock)
             }
-            print("published \(sequence.values.reduce(0, +)) chat messages and \(ordersPublished) ready orders")
+            print(
+                "sent \(sequence.values.reduce(0, +)) chat messages (\(published.count) stored) and \(ordersPublished) ready orders"
+            )
             try await Task.sleep(until: stopAt + .seconds(2), clock: clock)
+            for sender in senders { sender.stop() }
             group.cancelAll()
         }
         await consumer.close()
@@ -210,6 +214,61 @@ final class Expected: Sendable {
     private let items = Mutex<[String: [String]]>([:])
     func add(_ item: String, for key: String) { items.withLock { $0[key, default: []].append(item) } }
     subscript(key: String) -> [String] { items.withLock { $0[key] ?? [] } }
+    var count: Int { items.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+}
+
+/// A room's rider on another device, never dropped, sending the room's numbered messages through the chat service;
+/// a message counts as published once the service acknowledged it stored.
+final class MessageSender: Sendable {
+    let room: String
+    let token: String
+    let url: String
+    private let (numbers, input) = AsyncStream.makeStream(of: Int.self)
+
+    init(room: String, token: String, url: String) {
+        self.room = room
+        self.token = token
+        self.url = url
+    }
+
+    func send(_ number: Int) { input.yield(number) }
+    func stop() { input.finish() }
+
+    func run(published: Expected, logger: Logger) async {
+        let (room, numbers) = (room, numbers)
+        do {
+            try await SocketIOLoadClient.connect(url: url, namespace: "/chat", token: token, logger: logger) {
+                messages, outbound in
+                try await outbound.write(.text(#"42/chat,0["join",{"orderId":"\#(room)"}]"#))
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for await number in numbers {
+                            try await outbound.write(
+                                .text(
+                                    #"42/chat,\#(number + 1)["message",{"orderId":"\#(room)","clientMessageId":"seq-\#(number)","text":"seq:\#(number)"}]"#
+                                ))
+                        }
+                    }
+                    while case .text(let text)? = try await messages.next() {
+                        if text == "2" {
+                            try await outbound.write(.text("3"))
+                        } else if text.hasPrefix("43/chat,0[") && !text.contains(#""ok":true"#) {
+                            // The room is not open yet: join again.
+                            try await Task.sleep(for: .milliseconds(200))
+                            try await outbound.write(.text(#"42/chat,0["join",{"orderId":"\#(room)"}]"#))
+                        } else if text.hasPrefix("43/chat,"), text.contains(#""status":"sent""#),
+                            let id = Int(text.dropFirst(8).prefix { $0.isNumber }), id > 0
+                        {
+                            published.add(String(id - 1), for: room)
+                        }
+                    }
+                    group.cancelAll()
+                }
+            }
+        } catch {
+            logger.debug("a sender's connection ended", metadata: ["error": "\(error)"])
+        }
+    }
 }
 
 /// Counts over every client.
@@ -264,9 +323,11 @@ final class LoadClient: Sendable {
 
     private struct State {
         var pid: String?
-        var offset: Int64?
+        var offset: String?
         /// What it received, in order: message sequence numbers or offer ids.
         var received: [String] = []
+        /// What a `join`'s answer listed (the room's last messages, which an app shows with the live ones).
+        var history: Set<String> = []
         var duplicateOffsets = 0
         var backwardOffsets = 0
         var notRecovered = 0
@@ -350,6 +411,16 @@ final class LoadClient: Sendable {
             try await outbound.write(.text(#"42/chat,1["join",{"orderId":"\#(room)"}]"#))
             return
         }
+        if text.hasPrefix("43/chat,1[") {
+            var history: [String] = []
+            var rest = Substring(text)
+            while let range = rest.range(of: #""text":"seq:"#) {
+                history.append(String(rest[range.upperBound...].prefix { $0.isNumber }))
+                rest = rest[range.upperBound...]
+            }
+            state.withLock { $0.history.formUnion(history) }
+            return
+        }
         guard text.hasPrefix("42\(namespace),["), let offset = Self.trailingOffset(text) else { return }
         var item: String?
         switch kind {
@@ -366,9 +437,9 @@ final class LoadClient: Sendable {
         state.withLock { state in
             if let last = state.offset {
                 if offset == last { state.duplicateOffsets += 1 }
-                if offset < last { state.backwardOffsets += 1 }
+                if Self.goesBack(from: last, to: offset) { state.backwardOffsets += 1 }
             }
-            state.offset = max(state.offset ?? offset, offset)
+            state.offset = offset
             if let item { state.received.append(item) }
         }
     }
@@ -379,7 +450,7 @@ final class LoadClient: Sendable {
             let received = state.received
             let unique = Set(received)
             var tally = Tally(expected: expected.count, received: received.count)
-            tally.missed = Set(expected).subtracting(unique).count
+            tally.missed = Set(expected).subtracting(unique).subtracting(state.history).count
             tally.duplicated = received.count - unique.count + state.duplicateOffsets
             if case .chat = kind {
                 let numbers = received.compactMap(Int.init)
@@ -394,10 +465,29 @@ final class LoadClient: Sendable {
         }
     }
 
-    /// The offset Socket.IO appends as an event's last argument: `...,"123"]`.
-    static func trailingOffset(_ text: String) -> Int64? {
+    /// The offset Socket.IO appends as an event's last argument: `...,"<offset>"]`.
+    static func trailingOffset(_ text: String) -> String? {
         guard text.hasSuffix("\"]"), let quote = text.dropLast(2).lastIndex(of: "\"") else { return nil }
-        return Int64(text[text.index(after: quote)..<text.index(text.endIndex, offsetBy: -2)])
+        return String(text[text.index(after: quote)..<text.index(text.endIndex, offsetBy: -2)])
+    }
+
+    /// Whether offset `next` has the client further back than `last` in any room (same epoch): each offset is the
+    /// client's position per room, `<room hash>:<epoch>:<offset>` joined by `~`.
+    static func goesBack(from last: String, to next: String) -> Bool {
+        func positions(_ text: String) -> [Substring: (epoch: Substring, offset: Int64)] {
+            var found: [Substring: (epoch: Substring, offset: Int64)] = [:]
+            for entry in text.split(separator: "~") {
+                let fields = entry.split(separator: ":")
+                guard fields.count == 3, let offset = Int64(fields[2]) else { continue }
+                found[fields[0]] = (fields[1], offset)
+            }
+            return found
+        }
+        let now = positions(next)
+        return positions(last).contains { room, before in
+            guard let after = now[room] else { return true }
+            return after.epoch == before.epoch && after.offset < before.offset
+        }
     }
 
     static func field(_ name: String, in text: String) -> String? {

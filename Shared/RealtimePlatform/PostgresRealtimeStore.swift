@@ -158,6 +158,84 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         }
     }
 
+    package func catchUp(namespace: String, after positions: [String: StreamPosition], byteLimit: Int) async throws
+        -> [String: RoomCatchUp]
+    {
+        let rooms = Array(positions.keys)
+        // No epoch (the room had no stream where the client joined): empty.
+        let epochs = rooms.map { positions[$0]?.epoch ?? "" }
+        let afters = rooms.map { positions[$0]?.epoch == nil ? 0 : positions[$0]?.offset ?? 0 }
+        var tops: [String: StreamPosition] = [:]
+        var found: [String: [StreamEmit]] = [:]
+        var latest: [String: [String: String]] = [:]
+        var bytes = 0
+        // One statement: each stream's top (`t`), the emits after each client position up to it (`e`), and each
+        // room's latest values (`l`).
+        try await database.withConnection { connection in
+            let rows = try await connection.queryWhileOpen(
+                """
+                WITH w AS (
+                    SELECT * FROM unnest(\(rooms)::text[], \(epochs)::text[], \(afters)::bigint[]) AS w(room, epoch, after)
+                ), s AS (
+                    SELECT s.room, s.epoch, s.top FROM realtime_streams s JOIN w ON s.room = w.room
+                    WHERE s.namespace = \(namespace)
+                )
+                SELECT 't', s.room, s.epoch, s.top, NULL::text, NULL::text[], NULL::text FROM s
+                UNION ALL
+                SELECT 'e', e.room, e.epoch, e."offset", e.packet, e.attachments, e.except_socket
+                FROM s JOIN w ON w.room = s.room AND (w.epoch = '' OR w.epoch = s.epoch)
+                JOIN realtime_emits e ON e.namespace = \(namespace) AND e.room = s.room AND e.epoch = s.epoch
+                    AND e."offset" > w.after AND e."offset" <= s.top
+                UNION ALL
+                SELECT 'l', l.room, l.key, NULL::bigint, l.packet, NULL::text[], NULL::text
+                FROM realtime_latest l JOIN w ON w.room = l.room WHERE l.namespace = \(namespace)
+                ORDER BY 1 DESC, 2, 4
+                """, logger: logger)
+            for try await (kind, room, text, number, packet, attachments, except) in rows.decode(
+                (String, String, String, Int64?, String?, [String]?, String?).self)
+            {
+                switch kind {
+                case "t":
+                    tops[room] = StreamPosition(epoch: text, offset: number ?? 0)
+                case "e":
+                    let emit = StreamEmit(
+                        namespace: namespace, room: room, position: StreamPosition(epoch: text, offset: number ?? 0),
+                        packet: packet ?? "",
+                        attachments: (attachments ?? []).compactMap { Data(base64Encoded: $0).map { [UInt8]($0) } },
+                        except: except)
+                    bytes += emit.bytes
+                    found[room, default: []].append(emit)
+                default:
+                    latest[room, default: [:]][text] = packet ?? ""
+                }
+            }
+        }
+        var caughtUp: [String: RoomCatchUp] = [:]
+        for (room, position) in positions {
+            let read: StreamRead
+            let after = position.epoch == nil ? 0 : position.offset
+            let emits = found[room] ?? []
+            if let top = tops[room] {
+                if position.epoch != nil && position.epoch != top.epoch {
+                    read = .unavailable(.anotherEpoch)
+                } else if after >= top.offset {
+                    read = .emits([], top: top)
+                } else if emits.first?.position.offset != after + 1 {
+                    read = .unavailable(.noLongerHeld)
+                } else if bytes > byteLimit {
+                    // More than a restore sends: what there is, which the caller finds short of the top.
+                    read = .emits(Array(emits.prefix(1)), top: top)
+                } else {
+                    read = .emits(emits, top: top)
+                }
+            } else {
+                read = position.epoch == nil ? .emits([], top: .start) : .unavailable(.anotherEpoch)
+            }
+            caughtUp[room] = RoomCatchUp(read: read, top: tops[room] ?? .start, latest: latest[room] ?? [:])
+        }
+        return caughtUp
+    }
+
     package func latest(namespace: String, room: String) async throws -> [String: String] {
         try await database.withConnection { connection in
             var values: [String: String] = [:]
@@ -303,19 +381,23 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         return try await database.withConnection { connection in
             let rows = try await connection.queryWhileOpen(
                 """
-                WITH claimed AS (
-                    UPDATE realtime_sessions SET generation = \(session.generation), owner = \(session.owner),
-                        state = 'connected', changed_at = \(session.changedAt), rooms = \(rooms)::jsonb
-                    WHERE pid = \(session.pid) AND generation = \(session.generation - 1)
-                    RETURNING pid
-                )
-                SELECT pg_notify(\(channel), concat_ws(E'\\t', 's', pid, \(String(session.generation))::text,
-                                                      \(session.owner)::text))
-                FROM claimed
+                UPDATE realtime_sessions SET generation = \(session.generation), owner = \(session.owner),
+                    state = 'connected', changed_at = \(session.changedAt), rooms = \(rooms)::jsonb
+                WHERE pid = \(session.pid) AND generation = \(session.generation - 1)
+                RETURNING pid
                 """, logger: logger)
             var claimed = false
             for try await _ in rows { claimed = true }
             return claimed
+        }
+    }
+
+    package func announceClaim(pid: String, generation: Int, owner: String) async throws {
+        try await database.withConnection { connection in
+            try await connection.queryWhileOpen(
+                """
+                SELECT pg_notify(\(channel), concat_ws(E'\\t', 's', \(pid)::text, \(String(generation))::text, \(owner)::text))
+                """, logger: logger)
         }
     }
 

@@ -309,7 +309,7 @@ package final class SocketIONamespace: Sendable {
         let id = members.nextFeed
         members.nextFeed += 1
         members.feeds[room] = Feed(id: id)
-        server.ask(.position(namespace: self, room: room, feed: id))
+        server.ask(.positions(namespace: self, feeds: [(room, id)]))
     }
 
     private func closeFeedIfUnused(_ room: String, in members: inout Members) {
@@ -370,7 +370,7 @@ package final class SocketIONamespace: Sendable {
             switch step {
             case .readPosition:
                 guard let id = members.feeds[room]?.id else { continue }
-                server.ask(.position(namespace: self, room: room, feed: id))
+                server.ask(.positions(namespace: self, feeds: [(room, id)]))
             case .readEmits(let after):
                 guard let id = members.feeds[room]?.id else { continue }
                 server.ask(.emits(namespace: self, room: room, after: after, feed: id))
@@ -406,21 +406,28 @@ package final class SocketIONamespace: Sendable {
         for socket in targets { socket.connection.send(packets, latestKey: pending) }
     }
 
-    /// Opens (if need be) and holds open the feeds of `rooms`, until each has opened: a restore reads what the
-    /// client missed once the feeds it joins are delivering. Release them with ``unpinFeeds(_:)``.
-    func pinFeeds(_ rooms: [String]) async {
-        for room in rooms {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let live = members.withLock { members -> Bool in
-                    if members.feeds[room] == nil { openFeed(room, in: &members) }
-                    members.feeds[room]?.pins += 1
-                    guard members.feeds[room]?.feed.state == .opening else { return true }
-                    members.feeds[room]?.waiters.append(continuation)
-                    return false
+    /// Holds open the feeds of `rooms` (a restore reads what the client missed while they keep the rooms' notices);
+    /// returns the feeds it began, which the caller opens with ``opened(room:feed:at:)`` once it knows where their
+    /// streams stand. Release them with ``unpinFeeds(_:)``.
+    func holdFeeds(_ rooms: [String]) -> [(room: String, feed: Int)] {
+        members.withLock { members in
+            var opening: [(room: String, feed: Int)] = []
+            for room in rooms {
+                if members.feeds[room] == nil {
+                    let id = members.nextFeed
+                    members.nextFeed += 1
+                    members.feeds[room] = Feed(id: id)
+                    opening.append((room, id))
                 }
-                if live { continuation.resume() }
+                members.feeds[room]?.pins += 1
             }
+            return opening
         }
+    }
+
+    /// Has the store say where the streams of feeds begun by ``holdFeeds(_:)`` stand (when the caller could not).
+    func openHeldFeeds(_ feeds: [(room: String, feed: Int)]) {
+        if !feeds.isEmpty { server.ask(.positions(namespace: self, feeds: feeds)) }
     }
 
     func unpinFeeds(_ rooms: [String]) {
@@ -457,9 +464,7 @@ package final class SocketIONamespace: Sendable {
             var short: [String: StreamPosition] = [:]
             for (room, read) in replay {
                 guard let feed = members.feeds[room]?.feed else { continue }
-                if feed.position.epoch == read.top.epoch && feed.position.offset > read.top.offset {
-                    short[room] = read.top
-                }
+                if SessionRestore.isPast(feed.position, read: read.top) { short[room] = read.top }
             }
             guard short.isEmpty else { return short }
             members.sockets[socket.id] = socket

@@ -24,12 +24,14 @@ package final class SocketIOServer: EngineHandler, Sendable {
 
     /// What the feeds and sessions ask of the store, worked through by ``runStore()``.
     enum StoreWork: Sendable {
-        /// Where a room's stream stands, for a feed that opens (`feed` tells the feed apart from a later one).
-        case position(namespace: SocketIONamespace, room: String, feed: Int)
+        /// Where rooms' streams stand, for feeds that open (each feed's number tells it apart from a later one).
+        case positions(namespace: SocketIONamespace, feeds: [(room: String, feed: Int)])
         /// A room's emits after a position, for a feed that fills a gap.
         case emits(namespace: SocketIONamespace, room: String, after: StreamPosition, feed: Int)
         /// A socket's session to write (its rooms changed, it connected or dropped).
         case save(SocketIOSocket)
+        /// A session this instance restored: the instance holding its older socket lets it go.
+        case announceClaim(pid: String, generation: Int)
     }
 
     private let work: AsyncStream<StoreWork>
@@ -223,51 +225,65 @@ package final class SocketIOServer: EngineHandler, Sendable {
         {
             return .failure(refusal)
         }
-        // The socket's own rooms always; the others as the namespace allows (the user's access may have changed).
-        let own = Set([stored.sid] + (user.map { [SocketIONamespace.userRoom($0.userId)] } ?? []))
-        var rooms = Set(stored.rooms.keys)
-        if let user, let check = namespace.recoveryCheck {
-            rooms = await check(user, stored.sid, rooms.subtracting(own)).union(own)
-        }
-        rooms.formIntersection(stored.rooms.keys)
-        let positions: [String: StreamPosition]
-        switch SessionRestore.clientPositions(session: stored, rooms: rooms, offsets: request.offsets) {
-        case .success(let found): positions = found
+        let sessionRooms = Set(stored.rooms.keys)
+        let allPositions: [String: StreamPosition]
+        switch SessionRestore.clientPositions(session: stored, rooms: sessionRooms, offsets: request.offsets) {
+        case .success(let found): allPositions = found
         case .failure(let refusal): return .failure(refusal)
         }
-        // The feeds first, so that what is read below meets what they deliver.
-        await namespace.pinFeeds(Array(rooms))
-        defer { namespace.unpinFeeds(Array(rooms)) }
+        // The feeds first, keeping the rooms' notices, so that what is read below meets what they deliver; the
+        // feeds this began open where the same read found their streams.
+        let began = namespace.holdFeeds(Array(sessionRooms))
+        defer { namespace.unpinFeeds(Array(sessionRooms)) }
+        // The socket's own rooms always; the others as the namespace allows (the user's access may have changed),
+        // asked while what was missed is read.
+        let own = Set([stored.sid] + (user.map { [SocketIONamespace.userRoom($0.userId)] } ?? []))
+        async let allowed: Set<String> = {
+            guard let user, let check = namespace.recoveryCheck else { return sessionRooms }
+            return await check(user, stored.sid, sessionRooms.subtracting(own)).union(own)
+        }()
+        let caughtUp: [String: RoomCatchUp]
+        do {
+            caughtUp = try await store.catchUp(
+                namespace: namespace.name, after: allPositions, byteLimit: settings.replayLimit)
+        } catch {
+            namespace.openHeldFeeds(began)
+            _ = await allowed
+            logger.warning("could not read what a recovering socket missed", metadata: ["error": "\(error)"])
+            return .failure(.emitsNoLongerHeld)
+        }
+        for (room, feed) in began {
+            namespace.opened(room: room, feed: feed, at: caughtUp[room]?.top ?? .start)
+        }
+        let rooms = (await allowed).intersection(sessionRooms)
+        for room in rooms { await namespace.untilOpened(room) }
+        let positions = allPositions.filter { rooms.contains($0.key) }
         var replay: [String: (emits: [StreamEmit], top: StreamPosition)] = [:]
         var latest: [String: [String: String]] = [:]
         var budget = settings.replayLimit
-        do {
-            for room in rooms.sorted() {
-                switch try await store.emits(
-                    namespace: namespace.name, room: room, after: positions[room] ?? .start, byteLimit: budget)
-                {
-                case .unavailable(let gap): return .failure(RecoveryRefusal(gap))
-                case .emits(let emits, let top):
-                    let bytes = emits.reduce(0) { $0 + $1.bytes }
-                    let complete =
-                        emits.last.map { $0.position == top } ?? (top.offset <= (positions[room]?.offset ?? 0))
-                    guard complete, bytes <= budget else { return .failure(.tooMuchMissed) }
-                    replay[room] = (emits, top)
-                    budget -= bytes
-                }
-                latest[room] = try await store.latest(namespace: namespace.name, room: room)
+        for room in rooms {
+            guard let missed = caughtUp[room] else { continue }
+            switch missed.read {
+            case .unavailable(let gap): return .failure(RecoveryRefusal(gap))
+            case .emits(let emits, let top):
+                let bytes = emits.reduce(0) { $0 + $1.bytes }
+                let complete = emits.last.map { $0.position == top } ?? (top.offset <= (positions[room]?.offset ?? 0))
+                guard complete, bytes <= budget else { return .failure(.tooMuchMissed) }
+                replay[room] = (emits, top)
+                budget -= bytes
             }
-        } catch {
-            logger.warning("could not read what a recovering socket missed", metadata: ["error": "\(error)"])
-            return .failure(.emitsNoLongerHeld)
+            latest[room] = missed.latest
         }
         var claimed = stored
         claimed.generation += 1
         claimed.owner = instanceId
         claimed.state = .connected
         claimed.changedAt = configuration.now()
+        // Its rooms from where the client is: what the restored socket's session says (no write after it).
+        claimed.rooms = positions
         do {
             guard try await store.claim(claimed) else { return .failure(.claimedElsewhere) }
+            ask(.announceClaim(pid: claimed.pid, generation: claimed.generation))
         } catch {
             logger.warning("could not claim a session to restore", metadata: ["error": "\(error)"])
             return .failure(.claimedElsewhere)
@@ -387,11 +403,13 @@ package final class SocketIOServer: EngineHandler, Sendable {
         while !Task.isCancelled {
             do {
                 switch item {
-                case .position(let namespace, let room, let feed):
-                    guard namespace.isFeedOpen(room, feed: feed) else { return }
-                    let position =
-                        try await store.positions(namespace: namespace.name, rooms: [room])[room] ?? .start
-                    namespace.opened(room: room, feed: feed, at: position)
+                case .positions(let namespace, let feeds):
+                    let open = feeds.filter { namespace.isFeedOpen($0.room, feed: $0.feed) }
+                    guard !open.isEmpty else { return }
+                    let positions = try await store.positions(namespace: namespace.name, rooms: open.map(\.room))
+                    for (room, feed) in open {
+                        namespace.opened(room: room, feed: feed, at: positions[room] ?? .start)
+                    }
                 case .emits(let namespace, let room, let after, let feed):
                     guard namespace.isFeedOpen(room, feed: feed) else { return }
                     let read = try await store.emits(
@@ -399,6 +417,8 @@ package final class SocketIOServer: EngineHandler, Sendable {
                     namespace.filled(room: room, feed: feed, read)
                 case .save(let socket):
                     try await socket.save(to: store)
+                case .announceClaim(let pid, let generation):
+                    try await store.announceClaim(pid: pid, generation: generation, owner: instanceId)
                 }
                 return
             } catch {

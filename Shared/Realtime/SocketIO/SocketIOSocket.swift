@@ -28,6 +28,10 @@ package final class SocketIOSocket: Sendable {
         /// Where the socket is in each room's stream: the last emit sent to it, or where it joined; nil while the
         /// room's feed opens.
         var positions: [String: StreamPosition?] = [:]
+        /// Where the client is known to be in each room without having received anything since: where the socket
+        /// joined it, or where the client was when it was restored. Its session keeps these (what was sent since
+        /// may not have arrived; the client's offset says what did).
+        var joinedAt: [String: StreamPosition?] = [:]
         /// The recovery offset sent with each recoverable emit.
         var offsets = StreamOffsets()
         var nextAckId = 0
@@ -36,6 +40,9 @@ package final class SocketIOSocket: Sendable {
         var connected = true
         /// Room changes are written to the session once the connect handlers ran.
         var announced = false
+        /// Its rooms changed before it was announced (a restored socket's session, written by its claim, is
+        /// written again only then).
+        var changedBeforeAnnounced = false
         /// Restored on another instance: leaves without running disconnect handlers or writing its session.
         var movedAway = false
         /// The client sent DISCONNECT.
@@ -104,6 +111,7 @@ package final class SocketIOSocket: Sendable {
         let removed = state.withLock { state -> Bool in
             guard state.rooms.remove(room) != nil else { return false }
             state.positions.removeValue(forKey: room)
+            state.joinedAt.removeValue(forKey: room)
             state.offsets.remove(room)
             return true
         }
@@ -118,6 +126,7 @@ package final class SocketIOSocket: Sendable {
     func joined(_ room: String, at position: StreamPosition?) {
         state.withLock { state in
             state.positions[room] = .some(position)
+            state.joinedAt[room] = .some(position)
             if let position { state.offsets.set(position, of: room) }
         }
     }
@@ -125,9 +134,10 @@ package final class SocketIOSocket: Sendable {
     /// The feed of `room` opened at `position`: the socket's position there, unless it has one.
     func started(_ room: String, at position: StreamPosition) {
         state.withLock { state in
-            guard state.rooms.contains(room), case .some(.none) = state.positions[room] else { return }
-            state.positions[room] = position
-            state.offsets.set(position, of: room)
+            guard state.rooms.contains(room), case .some(.none) = state.joinedAt[room] else { return }
+            state.joinedAt[room] = position
+            if case .some(.none) = state.positions[room] { state.positions[room] = position }
+            state.offsets.set(state.positions[room].flatMap { $0 } ?? position, of: room)
         }
     }
 
@@ -136,6 +146,7 @@ package final class SocketIOSocket: Sendable {
         state.withLock { state in
             state.rooms = Set(positions.keys)
             state.positions = positions.mapValues { .some($0) }
+            state.joinedAt = state.positions
             for (room, position) in positions { state.offsets.set(position, of: room) }
         }
     }
@@ -173,7 +184,11 @@ package final class SocketIOSocket: Sendable {
     private func roomsChanged() {
         guard isRecoverable else { return }
         let save = state.withLock { state -> Bool in
-            guard state.announced, state.connected else { return false }
+            guard state.announced else {
+                state.changedBeforeAnnounced = true
+                return false
+            }
+            guard state.connected else { return false }
             state.roomsVersion += 1
             return true
         }
@@ -185,7 +200,7 @@ package final class SocketIOSocket: Sendable {
         let save = state.withLock { state -> Bool in
             guard !state.announced else { return false }
             state.announced = true
-            guard isRecoverable else { return false }
+            guard isRecoverable, !recovered || state.changedBeforeAnnounced else { return false }
             state.roomsVersion += 1
             return true
         }
@@ -240,12 +255,12 @@ package final class SocketIOSocket: Sendable {
     func save(to store: any RealtimeStore) async throws {
         guard let pid else { return }
         while true {
-            let pending = state.withLock { state in state.positions.filter { $0.value == nil }.map(\.key) }
+            let pending = state.withLock { state in state.joinedAt.filter { $0.value == nil }.map(\.key) }
             for room in pending { await namespace.untilOpened(room) }
             let (snapshot, version) = state.withLock { state -> (StoredSession?, Int) in
                 guard !state.ended else { return (nil, state.roomsVersion) }
                 var rooms: [String: StreamPosition] = [:]
-                for (room, position) in state.positions { rooms[room] = position ?? .start }
+                for (room, position) in state.joinedAt { rooms[room] = position ?? .start }
                 let session = StoredSession(
                     pid: pid, namespace: namespace.name, sid: id, userId: state.user?.userId, rooms: rooms,
                     state: state.droppedAt == nil ? .connected : .disconnected, generation: generation,

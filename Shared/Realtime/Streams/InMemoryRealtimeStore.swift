@@ -104,6 +104,21 @@ package final class InMemoryRealtimeStore: RealtimeStore {
         state.withLock { $0.latest[Self.key(namespace, room)] ?? [:] }
     }
 
+    package func catchUp(namespace: String, after positions: [String: StreamPosition], byteLimit: Int) async throws
+        -> [String: RoomCatchUp]
+    {
+        var budget = byteLimit
+        var caughtUp: [String: RoomCatchUp] = [:]
+        let tops = try await self.positions(namespace: namespace, rooms: Array(positions.keys))
+        for (room, position) in positions.sorted(by: { $0.key < $1.key }) {
+            let read = try await emits(namespace: namespace, room: room, after: position, byteLimit: max(budget, 0))
+            if case .emits(let emits, _) = read { budget -= emits.reduce(0) { $0 + $1.bytes } }
+            caughtUp[room] = RoomCatchUp(
+                read: read, top: tops[room] ?? .start, latest: try await latest(namespace: namespace, room: room))
+        }
+        return caughtUp
+    }
+
     package func save(_ session: StoredSession) async throws {
         state.withLock { state in
             if let held = state.sessions[session.pid], held.generation > session.generation { return }
@@ -135,10 +150,14 @@ package final class InMemoryRealtimeStore: RealtimeStore {
                 return false
             }
             state.sessions[session.pid] = session
-            let notice = RealtimeNotice.sessionClaimed(
-                pid: session.pid, generation: session.generation, owner: session.owner)
-            for follower in state.followers.values { follower([notice]) }
             return true
+        }
+    }
+
+    package func announceClaim(pid: String, generation: Int, owner: String) async throws {
+        state.withLock { state in
+            let notice = RealtimeNotice.sessionClaimed(pid: pid, generation: generation, owner: owner)
+            for follower in state.followers.values { follower([notice]) }
         }
     }
 

@@ -91,6 +91,20 @@ package enum StreamRead: Sendable, Equatable {
     case unavailable(StreamGap)
 }
 
+/// What a recovering client missed of one room: its stream after the client's position, where the stream stood
+/// when read, and the room's latest values.
+package struct RoomCatchUp: Sendable, Equatable {
+    package var read: StreamRead
+    package var top: StreamPosition
+    package var latest: [String: String]
+
+    package init(read: StreamRead, top: StreamPosition, latest: [String: String]) {
+        self.read = read
+        self.top = top
+        self.latest = latest
+    }
+}
+
 /// Why a stream read cannot continue from a position.
 package enum StreamGap: String, Sendable, Equatable {
     case anotherEpoch = "another epoch"
@@ -158,6 +172,11 @@ package protocol RealtimeStore: Sendable {
     /// The latest values of `room`: each key's packet.
     func latest(namespace: String, room: String) async throws -> [String: String]
 
+    /// What a recovering client missed in each of its rooms after its position there (as ``emits(namespace:room:after:byteLimit:)``
+    /// reads it, with `byteLimit` for all the rooms together), and each room's latest values: in one go.
+    func catchUp(namespace: String, after positions: [String: StreamPosition], byteLimit: Int) async throws
+        -> [String: RoomCatchUp]
+
     /// Writes `session`, unless the store holds a later generation of it.
     func save(_ session: StoredSession) async throws
 
@@ -171,8 +190,12 @@ package protocol RealtimeStore: Sendable {
     func session(pid: String) async throws -> StoredSession?
 
     /// Claims `session` (whose generation is the next one) for its owner: true for the one claim of that
-    /// generation that succeeds. The previous owner is told with ``RealtimeNotice/sessionClaimed(pid:generation:owner:)``.
+    /// generation that succeeds.
     func claim(_ session: StoredSession) async throws -> Bool
+
+    /// Tells every server that `owner` claimed generation `generation` of session `pid`
+    /// (``RealtimeNotice/sessionClaimed(pid:generation:owner:)``): the one holding an older one lets its socket go.
+    func announceClaim(pid: String, generation: Int, owner: String) async throws
 
     /// Hands over the store's notices in the order their changes committed, until cancelled. Calls `ready` once
     /// following started (every change committed after that is handed over); throws when following is lost (the

@@ -63,6 +63,13 @@ package enum SessionRestore {
         return nil
     }
 
+    /// Whether a feed at `feed` delivered past a read of its stream that stopped at `top` (or into a stream the read
+    /// did not see yet: one begun since): a socket put in the room at the feed's position would miss what lies
+    /// between, so the restore reads on.
+    package static func isPast(_ feed: StreamPosition, read top: StreamPosition) -> Bool {
+        feed.epoch == top.epoch ? feed.offset > top.offset : feed.offset > 0
+    }
+
     /// The position in each of `rooms` (rooms of `session`) the client has: what its offset says, or where the
     /// socket joined a room the offset does not name (joined after the last emit the client received, or a room
     /// nothing was emitted to since).

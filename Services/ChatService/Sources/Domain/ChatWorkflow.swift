@@ -66,6 +66,30 @@ package struct ChatWorkflow: Sendable {
         }
     }
 
+    /// Whether a socket of `identity` may be in the room of `orderId` as last committed (one read, no lock: for a
+    /// first look, which ``rejoin(orderId:identity:socketId:instanceId:)`` confirms under the lock).
+    package func mayStay(orderId: String, identity: Identity) async throws -> Bool {
+        try await database.withConnection { connection in
+            ChatRules.mayStay(
+                in: try await store.room(orderId, on: connection), userId: identity.userId, role: identity.role)
+        }
+    }
+
+    /// A recovered socket of `identity`, back in the room of `orderId`: whether it may stay (under the room's row
+    /// lock, as a join decides), and if so its presence is recorded again.
+    package func rejoin(orderId: String, identity: Identity, socketId: String, instanceId: String) async throws
+        -> Bool
+    {
+        try await database.transaction { connection in
+            let room = try await store.room(orderId, lock: .share, on: connection)
+            guard ChatRules.mayStay(in: room, userId: identity.userId, role: identity.role) else { return false }
+            try await presence.enter(
+                socketId: socketId, room: orderId, userId: identity.userId, instanceId: instanceId, now: now(),
+                on: connection)
+            return true
+        }
+    }
+
     /// Runs `decide` with the room of `orderId` as last committed (nil if there is none), its row share-locked
     /// until `decide` has returned: a change of the room's rider cannot commit in between, so what `decide` does
     /// about a user's sockets holds for the access it read.

@@ -66,8 +66,8 @@ package struct ChatHandlers: Sendable {
     }
 
     /// A socket being recovered gets back the chat rooms it may still read (a rider re-assigned away while their
-    /// connection was down does not), and is present in them again. Checked before the socket is back in its rooms
-    /// (so it is not sent what it missed in a room it lost); ``recheckRooms(of:)`` closes the gap after.
+    /// connection was down does not). Checked before the socket is back in its rooms (so it is not sent what it
+    /// missed in a room it lost); ``recheckRooms(of:)`` closes the gap after, and records its presence again.
     func recoveredRooms(user: any SocketIOUser, socketId: String, rooms: Set<String>) async -> Set<String> {
         guard let identity = user as? Identity else { return [] }
         var allowed = Set<String>()
@@ -77,11 +77,7 @@ package struct ChatHandlers: Sendable {
                 continue
             }
             let orderId = String(room.dropFirst(Self.roomPrefix.count))
-            if (try? await workflow.join(
-                orderId: orderId, identity: identity, socketId: socketId, instanceId: instanceId)) != nil
-            {
-                allowed.insert(room)
-            }
+            if (try? await workflow.mayStay(orderId: orderId, identity: identity)) == true { allowed.insert(room) }
         }
         return allowed
     }
@@ -95,14 +91,10 @@ package struct ChatHandlers: Sendable {
         for room in socket.rooms where room.hasPrefix(Self.roomPrefix) {
             let orderId = String(room.dropFirst(Self.roomPrefix.count))
             do {
-                let kept = try await workflow.withRoomLocked(orderId) { current in
-                    guard ChatRules.mayStay(in: current, userId: identity.userId, role: identity.role) else {
-                        socket.leave(room)
-                        return false
-                    }
-                    return true
-                }
+                let kept = try await workflow.rejoin(
+                    orderId: orderId, identity: identity, socketId: socket.id, instanceId: instanceId)
                 if !kept {
+                    socket.leave(room)
                     try await namespace.emit("access_revoked", AccessRevoked(orderId: orderId), toRoom: socket.id)
                 }
             } catch {
