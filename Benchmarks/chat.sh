@@ -18,3 +18,7 @@ for address in "${bench_addresses[@]}"; do urls+=("${address/http:/ws:}/socket.i
 sleep 4  # the service's consumers join their groups
 "$bench_bin/chat-load" --url "$(IFS=,; echo "${urls[*]}")" --kafka "127.0.0.1:$bench_kafka_port" \
     --rooms "$rooms" --rate "$rate" --seconds "$seconds" --key-dir "$DEV_KEY_DIR"
+echo "events refused by the per-socket rate limit (each instance's /metrics; a refused message is not delivered):"
+for address in "${bench_addresses[@]}"; do
+    curl -fsS "$address/metrics" | grep '^socketio_rate_limited_total' | sed "s|^|  $address |" || echo "  $address none"
+done

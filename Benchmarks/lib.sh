@@ -11,7 +11,8 @@ bench_pids=()
 bench_build() {
     "$ROOT/deploy/local/setup.sh"
     for product in "$@"; do
-        (cd "$ROOT" && swift build -c release --scratch-path .build-release --product "$product" >/dev/null)
+        (cd "$ROOT" && swift build -c release --scratch-path .build-release --product "$product" \
+            >"$bench_runtime-build.log" 2>&1) || { cat "$bench_runtime-build.log" >&2; die "building $product failed"; }
     done
 }
 

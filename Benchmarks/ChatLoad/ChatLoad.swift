@@ -27,6 +27,10 @@ struct ChatLoad: AsyncParsableCommand {
     @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
 
     func run() async throws {
+        LoadOutput.lineBuffered()
+        // Set now: its first use inside `ContinuousClock.now - Clock.origin` would come after the left side, and the
+        // first message would carry a negative stamp that is never counted as delivered.
+        _ = Clock.origin
         let logger = Logger(label: "chat-load")
         let issuer = try TokenIssuer.loadOrCreate(
             directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local",

@@ -28,6 +28,7 @@ struct LocationLoad: AsyncParsableCommand {
     @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
 
     func run() async throws {
+        LoadOutput.lineBuffered()
         let logger = Logger(label: "location-load")
         let issuer = try TokenIssuer.loadOrCreate(
             directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local",

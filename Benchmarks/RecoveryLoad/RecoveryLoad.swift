@@ -37,6 +37,7 @@ struct RecoveryLoad: AsyncParsableCommand {
     static let centre = (lat: 12.97, lng: 77.59)
 
     func run() async throws {
+        LoadOutput.lineBuffered()
         let logger = Logger(label: "recovery-load")
         let issuer = try TokenIssuer.loadOrCreate(
             directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local",

@@ -15,6 +15,9 @@ package struct Topic: RawRepresentable, Hashable, Codable, Sendable, CustomStrin
     package static let trackingEvents = Topic("tracking.events")
     /// Chat messages and closings, keyed by order id. Produced by Chat.
     package static let chatMessages = Topic("chat.messages")
+    /// Riders who lost an order's chat, keyed by order id. Produced by Chat; each chat instance takes their sockets
+    /// out of the room (a topic of its own, so that instances do not read every message to find these).
+    package static let chatAccess = Topic("chat.access")
     /// Push notifications to send, keyed by user id. Produced by any service.
     package static let notificationsRequests = Topic("notifications.requests")
     /// Push outcomes, keyed by user id. Produced by Notification.
@@ -26,7 +29,7 @@ package struct Topic: RawRepresentable, Hashable, Codable, Sendable, CustomStrin
 
     /// Every topic of the system, created at start-up by the services.
     package static let all: [Topic] = [
-        .ordersEvents, .allocationEvents, .couriersPositions, .trackingEvents, .chatMessages,
+        .ordersEvents, .allocationEvents, .couriersPositions, .trackingEvents, .chatMessages, .chatAccess,
         .notificationsRequests, .notificationsEvents,
     ]
 }

@@ -138,22 +138,24 @@ struct PostgresRealtimeStoreTests {
             try await store.save(session)
             #expect(try await store.session(pid: session.pid) == session)
             try await Self.following(store) { notices in
-                let wins = try await withThrowingTaskGroup(of: Bool.self) { group in
+                let winners = try await withThrowingTaskGroup(of: String?.self) { group in
                     for index in 0..<10 {
                         var claim = session
                         claim.generation = 4
                         claim.owner = "instance-\(index)"
                         claim.state = .connected
-                        group.addTask { try await store.claim(claim) }
+                        group.addTask { try await store.claim(claim) ? claim.owner : nil }
                     }
-                    return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+                    return try await group.reduce(into: [String]()) { if let owner = $1 { $0.append(owner) } }
                 }
-                #expect(wins == 1)
+                #expect(winners.count == 1)
+                // The winner tells the old owner once its socket is up (announced apart from the claim).
+                try await store.announceClaim(pid: session.pid, generation: 4, owner: winners[0])
                 try await eventually(timeout: .seconds(5), "the claim's notice") { notices.withLock { $0.count } == 1 }
-                guard case .sessionClaimed(let pid, let generation, _) = notices.withLock({ $0[0] }) else {
+                guard case .sessionClaimed(let pid, let generation, let owner) = notices.withLock({ $0[0] }) else {
                     throw ProtocolMismatch("not a claim")
                 }
-                #expect(pid == session.pid && generation == 4)
+                #expect(pid == session.pid && generation == 4 && owner == winners[0])
                 // The old owner's late write changes nothing.
                 try await store.save(session)
                 #expect(try await store.session(pid: session.pid)?.generation == 4)

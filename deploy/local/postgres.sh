@@ -25,7 +25,7 @@ launch() {
         die "port $port is already in use; stop what listens there (a previous run?) or pick another port"
     fi
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 30 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=${POSTGRES_SYNCHRONOUS_COMMIT:-off} -c full_page_writes=off -c max_connections=400 -c shared_buffers=256MB" \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=${POSTGRES_SYNCHRONOUS_COMMIT:-off} -c full_page_writes=off -c max_connections=400 -c shared_buffers=256MB ${POSTGRES_EXTRA_OPTIONS:-}" \
         start >/dev/null || { cat "$dir/postgres.log" >&2; die "Postgres did not start"; }
 }
 

@@ -55,7 +55,7 @@ package enum ChatService: ServiceDefinition {
         platform.addConsumer(name: "chat-rooms", topics: [.ordersEvents]) { event, connection in
             try await workflow.project(event, on: connection)
         }
-        platform.addStreamConsumer(name: "chat-access", topics: [.chatMessages]) { event in
+        platform.addStreamConsumer(name: "chat-access", topics: [.chatAccess]) { event in
             try await handlers.handle(event)
         }
         platform.keepFresh(workflow.presence, of: namespace, instanceId: realtime.instanceId)

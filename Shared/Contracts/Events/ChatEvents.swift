@@ -33,7 +33,7 @@ package struct ChatMessageSent: EventPayload {
 /// committed and no join can let them back in.
 package struct ChatAccessRevoked: EventPayload {
     package static let eventType = "ChatAccessRevoked"
-    package static let topic = Topic.chatMessages
+    package static let topic = Topic.chatAccess
     package var orderId: String
     package var riderId: String
     package var revokedAt: Date

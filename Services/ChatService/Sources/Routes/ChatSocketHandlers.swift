@@ -133,7 +133,7 @@ package struct ChatHandlers: Sendable {
 
     // MARK: Revocation
 
-    /// chat.messages, on every instance: a rider who lost a room is taken out of it.
+    /// chat.access, on every instance: a rider who lost a room is taken out of it.
     func handle(_ event: DecodedEvent) async throws {
         guard let revoked = event.payload(as: ChatAccessRevoked.self) else { return }
         try await revoke(revoked)
