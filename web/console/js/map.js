@@ -144,11 +144,13 @@ export class TrackingPanel {
     this.destination = dot(this.map, target, { color: "#b3261e", label: target.label ?? "Destination" });
     this.destination.getElement()?.setAttribute("data-test", "destination-marker");
     if (this.courier) this.frame(this.courier.getLatLng());
+    else this.map.setView(this.destination.getLatLng(), 15, { animate: false });
   }
 
-  /** Shows the courier at `at` and the destination together. */
+  /** Shows the courier at `at` and the destination together. Not animated: a position that arrives during an
+   * animated zoom would pan from the old zoom and leave the destination out of view. */
   frame(at) {
-    this.map.fitBounds([at, this.destination.getLatLng()], { padding: [40, 40], maxZoom: 16 });
+    this.map.fitBounds([at, this.destination.getLatLng()], { padding: [40, 40], maxZoom: 16, animate: false });
   }
 
   move(position) {
@@ -157,15 +159,18 @@ export class TrackingPanel {
     this.waiting = this.map ? null : position;
     if (!this.map) return;
     const at = [position.lat, position.lng];
-    if (!this.courier) {
+    if (this.courier) {
+      this.courier.setLatLng(at);
+    } else {
       this.courier = dot(this.map, position, { color: "#0b57d0", label: this.courierWord });
       this.courier.getElement()?.setAttribute("data-test", "courier-marker");
-      // The first position frames the courier and the destination together.
-      if (this.destination) this.frame(at);
-      else this.map.setView(at, 15);
-    } else {
-      this.courier.setLatLng(at);
-      if (!this.map.getBounds().contains(at)) this.map.panTo(at);
+    }
+    // The courier and the destination stay in view together: the map frames both again when either leaves it.
+    const bounds = this.map.getBounds();
+    if (this.destination) {
+      if (!bounds.contains(at) || !bounds.contains(this.destination.getLatLng())) this.frame(at);
+    } else if (!bounds.contains(at)) {
+      this.map.setView(at, 15, { animate: false });
     }
     this.mapBox.dataset.courierLat = position.lat.toFixed(6);
     this.mapBox.dataset.courierLng = position.lng.toFixed(6);
