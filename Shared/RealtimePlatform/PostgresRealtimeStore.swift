@@ -279,18 +279,16 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
             }
             if !current.isEmpty { payloads.append(current) }
             do {
-                try await database.withConnection { connection in
-                    try await connection.queryWhileOpen(
-                        """
-                        WITH written AS (
-                            INSERT INTO realtime_latest AS l (namespace, room, key, packet)
-                            SELECT * FROM unnest(\(batch.map(\.namespace))::text[], \(batch.map(\.room))::text[],
-                                                 \(batch.map { $0.latestKey ?? "" })::text[], \(batch.map(\.packet))::text[])
-                            ON CONFLICT (namespace, room, key) DO UPDATE SET packet = excluded.packet, updated_at = now()
-                        )
-                        SELECT pg_notify(\(channel), payload) FROM unnest(\(payloads)::text[]) AS payload
-                        """, logger: logger)
-                }
+                try await database.client.execute(
+                    """
+                    WITH written AS (
+                        INSERT INTO realtime_latest AS l (namespace, room, key, packet)
+                        SELECT * FROM unnest(\(batch.map(\.namespace))::text[], \(batch.map(\.room))::text[],
+                                             \(batch.map { $0.latestKey ?? "" })::text[], \(batch.map(\.packet))::text[])
+                        ON CONFLICT (namespace, room, key) DO UPDATE SET packet = excluded.packet, updated_at = now()
+                    )
+                    SELECT pg_notify(\(channel), payload) FROM unnest(\(payloads)::text[]) AS payload
+                    """, logger: logger)
             } catch {
                 // Latest values go stale within seconds: the next ones are written instead of these.
                 latestDropped.increment(by: batch.count)
@@ -321,36 +319,30 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
 
     package func save(_ session: StoredSession) async throws {
         let rooms = try Self.encodeRooms(session.rooms)
-        try await database.withConnection { connection in
-            try await connection.queryWhileOpen(
-                """
-                INSERT INTO realtime_sessions AS s (pid, namespace, sid, user_id, rooms, state, generation, owner, changed_at)
-                VALUES (\(session.pid), \(session.namespace), \(session.sid), \(session.userId), \(rooms)::jsonb,
-                        \(session.state.rawValue), \(session.generation), \(session.owner), \(session.changedAt))
-                ON CONFLICT (pid) DO UPDATE SET namespace = excluded.namespace, sid = excluded.sid,
-                    user_id = excluded.user_id, rooms = excluded.rooms, state = excluded.state,
-                    generation = excluded.generation, owner = excluded.owner, changed_at = excluded.changed_at
-                WHERE s.generation <= excluded.generation
-                """, logger: logger)
-        }
+        try await database.client.execute(
+            """
+            INSERT INTO realtime_sessions AS s (pid, namespace, sid, user_id, rooms, state, generation, owner, changed_at)
+            VALUES (\(session.pid), \(session.namespace), \(session.sid), \(session.userId), \(rooms)::jsonb,
+                    \(session.state.rawValue), \(session.generation), \(session.owner), \(session.changedAt))
+            ON CONFLICT (pid) DO UPDATE SET namespace = excluded.namespace, sid = excluded.sid,
+                user_id = excluded.user_id, rooms = excluded.rooms, state = excluded.state,
+                generation = excluded.generation, owner = excluded.owner, changed_at = excluded.changed_at
+            WHERE s.generation <= excluded.generation
+            """, logger: logger)
     }
 
     package func touch(pids: [String], owner: String, at now: Date) async throws {
         guard !pids.isEmpty else { return }
-        try await database.withConnection { connection in
-            try await connection.queryWhileOpen(
-                """
-                UPDATE realtime_sessions SET changed_at = \(now)
-                WHERE pid = ANY(\(pids)) AND owner = \(owner) AND state = 'connected'
-                """, logger: logger)
-        }
+        try await database.client.execute(
+            """
+            UPDATE realtime_sessions SET changed_at = \(now)
+            WHERE pid = ANY(\(pids)) AND owner = \(owner) AND state = 'connected'
+            """, logger: logger)
     }
 
     package func end(pid: String, generation: Int) async throws {
-        try await database.withConnection { connection in
-            try await connection.queryWhileOpen(
-                "DELETE FROM realtime_sessions WHERE pid = \(pid) AND generation <= \(generation)", logger: logger)
-        }
+        try await database.client.execute(
+            "DELETE FROM realtime_sessions WHERE pid = \(pid) AND generation <= \(generation)", logger: logger)
     }
 
     package func session(pid: String) async throws -> StoredSession? {
@@ -393,12 +385,10 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     package func announceClaim(pid: String, generation: Int, owner: String) async throws {
-        try await database.withConnection { connection in
-            try await connection.queryWhileOpen(
-                """
-                SELECT pg_notify(\(channel), concat_ws(E'\\t', 's', \(pid)::text, \(String(generation))::text, \(owner)::text))
-                """, logger: logger)
-        }
+        try await database.client.execute(
+            """
+            SELECT pg_notify(\(channel), concat_ws(E'\\t', 's', \(pid)::text, \(String(generation))::text, \(owner)::text))
+            """, logger: logger)
     }
 
     // MARK: Following

@@ -1,4 +1,5 @@
 import AllocationService
 import ServiceKit
 
+ServiceMain.runTasksOnEventLoops()
 await ServiceMain.run(AllocationService.self)

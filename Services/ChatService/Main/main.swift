@@ -1,4 +1,5 @@
 import ChatService
 import ServiceKit
 
+ServiceMain.runTasksOnEventLoops()
 await ServiceMain.run(ChatService.self)

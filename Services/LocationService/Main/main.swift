@@ -1,4 +1,5 @@
 import LocationService
 import ServiceKit
 
+ServiceMain.runTasksOnEventLoops()
 await ServiceMain.run(LocationService.self)

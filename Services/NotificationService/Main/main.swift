@@ -1,4 +1,5 @@
 import NotificationService
 import ServiceKit
 
+ServiceMain.runTasksOnEventLoops()
 await ServiceMain.run(NotificationService.self)

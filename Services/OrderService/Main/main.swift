@@ -1,4 +1,5 @@
 import OrderService
 import ServiceKit
 
+ServiceMain.runTasksOnEventLoops()
 await ServiceMain.run(OrderService.self)

@@ -159,14 +159,8 @@ package final class OutboxRelay: Service, Sendable {
                 var rows: [PendingRow] = []
                 let result = try await connection.queryWhileOpen(
                     """
-                    SELECT id, topic, message_key, payload, created_at, attempts FROM outbox AS row
-                    WHERE published_at IS NULL
-                      AND NOT EXISTS (
-                          SELECT 1 FROM outbox AS earlier
-                          WHERE earlier.published_at IS NULL AND earlier.message_key = row.message_key
-                            AND earlier.id <= row.id AND earlier.retry_at > now())
-                      AND NOT EXISTS (SELECT 1 FROM outbox_dead_letters AS dead WHERE dead.message_key = row.message_key)
-                    ORDER BY id LIMIT \(settings.batchSize)
+                    SELECT id, topic, message_key, payload, created_at, attempts
+                    FROM outbox_pending_batch(\(settings.batchSize))
                     """, logger: logger
                 )
                 for try await (id, topic, key, payload, createdAt, attempts) in result.decode(
