@@ -124,7 +124,7 @@ let package = Package(
         .executableTarget(
             name: "order-pickup-load",
             dependencies: [
-                "Contracts", "Kafka", "ServiceKit",
+                "Contracts", "Kafka", "ServiceKit", "LoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),

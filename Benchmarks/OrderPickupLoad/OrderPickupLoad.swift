@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Contracts
 import Foundation
 import Kafka
+import LoadKit
 import Logging
 import NIOCore
 import ServiceKit
@@ -25,6 +26,7 @@ struct OrderPickupLoad: AsyncParsableCommand {
     @Option(help: "Token audience (the service's JWT_AUDIENCE).") var audience = "delivery-platform"
 
     func run() async throws {
+        LoadOutput.lineBuffered()
         let tokens = try TokenIssuer.loadOrCreate(
             directory: URL(fileURLWithPath: keyDir), issuer: issuer, audience: audience)
         let suffix = UUID().uuidString.prefix(8).lowercased()

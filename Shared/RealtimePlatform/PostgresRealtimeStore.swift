@@ -65,25 +65,41 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     /// Appends `emit` to its room's stream in the transaction of `connection`: numbered there, and told to every
     /// instance when that transaction commits. A latest value is not transactional: use ``append(_:)``.
     package func append(_ emit: RoomEmit, on connection: PostgresConnection) async throws {
+        try await append(emit, toRooms: [emit.room], on: connection)
+    }
+
+    /// Appends `emit` to the stream of each of `rooms` (its own room ignored) in one statement, in the transaction
+    /// of `connection`. The streams' rows are locked in the order of `rooms` and held until commit, so callers pass
+    /// rooms sorted, and emit last in their transaction: a busy room's emits wait for each other from emit to
+    /// commit.
+    package func append(_ emit: RoomEmit, toRooms rooms: [String], on connection: PostgresConnection) async throws {
+        for room in rooms { try Self.checkNames(RoomEmit(namespace: emit.namespace, room: room, packet: "")) }
         try Self.checkNames(emit)
+        guard !rooms.isEmpty else { return }
         let attachments = emit.attachments.map { Data($0).base64EncodedString() }
         // The packet comes with the notice when it fits (its room's feed reads it otherwise).
-        let header = ["e", emit.namespace, emit.room, "epoch-", "offset-9999999999", emit.except ?? ""]
+        let longestRoom = rooms.max(by: { $0.utf8.count < $1.utf8.count }) ?? ""
+        let header = ["e", emit.namespace, longestRoom, "epoch-", "offset-9999999999", emit.except ?? ""]
             .joined(separator: "\t")
         let inline = attachments.isEmpty && header.utf8.count + 1 + emit.packet.utf8.count <= Self.notificationLimit
         try await connection.queryWhileOpen(
             """
             WITH stream AS (
                 INSERT INTO realtime_streams AS s (namespace, room, epoch, top)
-                VALUES (\(emit.namespace), \(emit.room), substr(md5(random()::text || clock_timestamp()::text), 1, 8), 1)
-                ON CONFLICT (namespace, room) DO UPDATE SET top = s.top + 1, updated_at = now()
-                RETURNING epoch, top
+                SELECT \(emit.namespace), wanted.room,
+                       substr(md5(random()::text || clock_timestamp()::text || wanted.room), 1, 8), 1
+                FROM unnest(\(rooms)::text[]) WITH ORDINALITY AS wanted (room, position)
+                ORDER BY wanted.position
+                ON CONFLICT (namespace, room) DO UPDATE
+                SET top = s.top + 1,
+                    updated_at = CASE WHEN s.updated_at < now() - interval '1 hour' THEN now() ELSE s.updated_at END
+                RETURNING room, epoch, top
             ), written AS (
                 INSERT INTO realtime_emits (namespace, room, epoch, "offset", packet, attachments, except_socket)
-                SELECT \(emit.namespace), \(emit.room), epoch, top, \(emit.packet), \(attachments)::text[], \(emit.except)
+                SELECT \(emit.namespace), room, epoch, top, \(emit.packet), \(attachments)::text[], \(emit.except)
                 FROM stream
             )
-            SELECT pg_notify(\(channel), concat_ws(E'\\t', 'e', \(emit.namespace)::text, \(emit.room)::text, epoch,
+            SELECT pg_notify(\(channel), concat_ws(E'\\t', 'e', \(emit.namespace)::text, room, epoch,
                                                   top::text, coalesce(\(emit.except)::text, ''),
                                                   CASE WHEN \(inline) THEN \(emit.packet)::text END))
             FROM stream

@@ -110,11 +110,21 @@ package struct RealtimeEmitter: Sendable {
         _ event: String, _ arguments: SocketIOArguments, toRoom room: String, except: String? = nil,
         on connection: PostgresConnection
     ) async throws {
+        try await emit(event, arguments, toRooms: [room], except: except, on: connection)
+    }
+
+    /// Emits `event` with `arguments` to each of `rooms` in one statement when `connection`'s transaction commits.
+    /// Each room's stream stays locked from here to the commit: emit last, with `rooms` sorted.
+    package func emit(
+        _ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: String? = nil,
+        on connection: PostgresConnection
+    ) async throws {
         let (packet, attachments) = namespace.eventPacket(event, arguments)
         try await store.append(
             RoomEmit(
-                namespace: namespace.name, room: room, packet: packet, attachments: attachments, except: except),
-            on: connection)
+                namespace: namespace.name, room: rooms.first ?? "", packet: packet, attachments: attachments,
+                except: except),
+            toRooms: rooms, on: connection)
     }
 
     /// Emits one payload (encoded with the contracts' JSON coding) to `room` when the transaction commits.

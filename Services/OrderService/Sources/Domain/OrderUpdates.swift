@@ -58,9 +58,7 @@ package struct OrderUpdates: Sendable {
         }
         let arguments = try SocketIOArguments(encoding: update)
         // In one order, so that transactions that emit to the same rooms take their streams' locks alike.
-        for room in rooms.sorted() {
-            try await emits.emit("order_update", arguments, toRoom: room, on: connection)
-        }
+        try await emits.emit("order_update", arguments, toRooms: rooms.sorted(), on: connection)
     }
 
     /// Who an event concerns (customer, vendor) and the status and rider it leaves the order with.

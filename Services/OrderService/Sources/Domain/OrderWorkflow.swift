@@ -68,9 +68,10 @@ package struct OrderWorkflow: Sendable {
                     destination: order.deliveryAddress, pickedUpAt: now
                 )
             )
-            try await store.record(pickedUp, aggregateType: "order", sequence: sequence, actor: actor, on: connection)
+            // The saga first: the pickup's `order_update`s, written with its event, end the transaction.
             try await startPickupSaga(
                 order: order, rider: rider, pickupEventId: pickedUp.eventId, at: now, on: connection)
+            try await store.record(pickedUp, aggregateType: "order", sequence: sequence, actor: actor, on: connection)
         case .deliver:
             try await record(
                 OrderDelivered(

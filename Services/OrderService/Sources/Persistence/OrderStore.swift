@@ -198,8 +198,9 @@ package struct OrderStore: Sendable {
                     \(actor?.id), \(actor?.role.rawValue), \(json)::jsonb, \(envelope.occurredAt))
             """, logger: logger
         )
-        try await updates.emit(envelope, on: connection)
         try await outbox.enqueue(envelope, on: connection, logger: logger)
+        // Last: the admins' room's stream stays locked from the emit to the commit, and every order emits to it.
+        try await updates.emit(envelope, on: connection)
     }
 
     /// The event log of an order or service request, oldest first.
