@@ -136,21 +136,19 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         -> StreamRead
     {
         try await database.withConnection { connection in
-            var top: StreamPosition?
+            var stream: StreamPosition?
             let streams = try await connection.queryWhileOpen(
                 "SELECT epoch, top FROM realtime_streams WHERE namespace = \(namespace) AND room = \(room)",
                 logger: logger)
             for try await (epoch, offset) in streams.decode((String, Int64).self) {
-                top = StreamPosition(epoch: epoch, offset: offset)
+                stream = StreamPosition(epoch: epoch, offset: offset)
             }
-            guard let top else {
-                return position.epoch == nil ? .emits([], top: .start) : .unavailable(.anotherEpoch)
+            let (after, top): (Int64, StreamPosition)
+            switch StreamRead.plan(after: position, top: stream) {
+            case .decided(let read): return read
+            case .readAfter(let offset, let read): (after, top) = (offset, read)
             }
-            guard position.epoch == nil || position.epoch == top.epoch else { return .unavailable(.anotherEpoch) }
-            let after = position.epoch == nil ? 0 : position.offset
-            if after >= top.offset { return .emits([], top: top) }
-            var emits: [StreamEmit] = []
-            var bytes = 0
+            var found: [StreamEmit] = []
             let rows = try await connection.queryWhileOpen(
                 """
                 SELECT "offset", packet, attachments, except_socket FROM realtime_emits
@@ -160,17 +158,12 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
                 """, logger: logger)
             for try await (offset, packet, attachments, except) in rows.decode((Int64, String, [String], String?).self)
             {
-                if emits.isEmpty, offset != after + 1 { return .unavailable(.noLongerHeld) }
-                let emit = StreamEmit(
-                    namespace: namespace, room: room, position: StreamPosition(epoch: top.epoch, offset: offset),
-                    packet: packet, attachments: attachments.compactMap { Data(base64Encoded: $0).map { [UInt8]($0) } },
-                    except: except)
-                bytes += emit.bytes
-                if bytes > byteLimit && !emits.isEmpty { break }
-                emits.append(emit)
+                found.append(
+                    Self.storedEmit(
+                        namespace: namespace, room: room, position: StreamPosition(epoch: top.epoch, offset: offset),
+                        packet: packet, attachments: attachments, except: except))
             }
-            if emits.isEmpty { return .unavailable(.noLongerHeld) }
-            return .emits(emits, top: top)
+            return StreamRead.found(found, after: after, top: top, byteLimit: byteLimit)
         }
     }
 
@@ -184,7 +177,6 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         var tops: [String: StreamPosition] = [:]
         var found: [String: [StreamEmit]] = [:]
         var latest: [String: [String: String]] = [:]
-        var bytes = 0
         // One statement: each stream's top (`t`), the emits after each client position up to it (`e`), and each
         // room's latest values (`l`).
         try await database.withConnection { connection in
@@ -214,42 +206,40 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
                 case "t":
                     tops[room] = StreamPosition(epoch: text, offset: number ?? 0)
                 case "e":
-                    let emit = StreamEmit(
-                        namespace: namespace, room: room, position: StreamPosition(epoch: text, offset: number ?? 0),
-                        packet: packet ?? "",
-                        attachments: (attachments ?? []).compactMap { Data(base64Encoded: $0).map { [UInt8]($0) } },
-                        except: except)
-                    bytes += emit.bytes
-                    found[room, default: []].append(emit)
+                    let position = StreamPosition(epoch: text, offset: number ?? 0)
+                    found[room, default: []].append(
+                        Self.storedEmit(
+                            namespace: namespace, room: room, position: position, packet: packet ?? "",
+                            attachments: attachments ?? [], except: except))
                 default:
                     latest[room, default: [:]][text] = packet ?? ""
                 }
             }
         }
+        // The byte limit holds for all the rooms together: each room's read has what the earlier ones left.
+        var budget = byteLimit
         var caughtUp: [String: RoomCatchUp] = [:]
-        for (room, position) in positions {
+        for (room, position) in positions.sorted(by: { $0.key < $1.key }) {
             let read: StreamRead
-            let after = position.epoch == nil ? 0 : position.offset
-            let emits = found[room] ?? []
-            if let top = tops[room] {
-                if position.epoch != nil && position.epoch != top.epoch {
-                    read = .unavailable(.anotherEpoch)
-                } else if after >= top.offset {
-                    read = .emits([], top: top)
-                } else if emits.first?.position.offset != after + 1 {
-                    read = .unavailable(.noLongerHeld)
-                } else if bytes > byteLimit {
-                    // More than a restore sends: what there is, which the caller finds short of the top.
-                    read = .emits(Array(emits.prefix(1)), top: top)
-                } else {
-                    read = .emits(emits, top: top)
-                }
-            } else {
-                read = position.epoch == nil ? .emits([], top: .start) : .unavailable(.anotherEpoch)
+            switch StreamRead.plan(after: position, top: tops[room]) {
+            case .decided(let decided): read = decided
+            case .readAfter(let after, let top):
+                read = StreamRead.found(found[room] ?? [], after: after, top: top, byteLimit: max(budget, 0))
             }
+            if case .emits(let emits, _) = read { budget -= emits.reduce(0) { $0 + $1.bytes } }
             caughtUp[room] = RoomCatchUp(read: read, top: tops[room] ?? .start, latest: latest[room] ?? [:])
         }
         return caughtUp
+    }
+
+    /// An emit as `realtime_emits` holds it (its attachments in base64).
+    private static func storedEmit(
+        namespace: String, room: String, position: StreamPosition, packet: String, attachments: [String],
+        except: String?
+    ) -> StreamEmit {
+        StreamEmit(
+            namespace: namespace, room: room, position: position, packet: packet,
+            attachments: attachments.compactMap { Data(base64Encoded: $0).map { [UInt8]($0) } }, except: except)
     }
 
     package func latest(namespace: String, room: String) async throws -> [String: String] {
