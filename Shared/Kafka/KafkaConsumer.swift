@@ -64,15 +64,18 @@ package final class KafkaConsumer: Sendable {
     package static func reading(
         _ topics: [String], since: Date, configuration: KafkaConsumerConfiguration, logger: Logger
     ) async throws -> KafkaConsumer {
-        let consumer = try KafkaConsumer(configuration: configuration, logger: logger)
         // In whole milliseconds, as the broker stamps records.
         let since = Date(timeIntervalSince1970: (since.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
-        let client = consumer.client
         var offsets: [KafkaTopicPartition: Int64]
         while true {
             do {
+                // The search reads records on a handle of its own, destroyed before the reader is assigned: records
+                // librdkafka fetched for a probe would otherwise reach the reader ahead of its start (seen in CI: a
+                // reader from record 1,194 got 1,181 first).
+                let probe = try RDKafkaClient(kind: .consumer, properties: configuration.properties, logger: logger)
+                rd_kafka_poll_set_consumer(probe.handle)
                 offsets = try await runBlocking { () throws(KafkaError) -> [KafkaTopicPartition: Int64] in
-                    try TimeStart.locate(topics, since: since, client: client, timeout: .seconds(5), logger: logger)
+                    try TimeStart.locate(topics, since: since, client: probe, timeout: .seconds(5), logger: logger)
                 }
                 break
             } catch let error as KafkaError where error.isRetriable {
@@ -81,7 +84,8 @@ package final class KafkaConsumer: Sendable {
                 try await Task.sleep(for: .seconds(1))
             }
         }
-        try assignPartitions(offsets, client: client)
+        let consumer = try KafkaConsumer(configuration: configuration, logger: logger)
+        try assignPartitions(offsets, client: consumer.client)
         logger.info(
             "reading from a time", metadata: ["kafka.topics": "\(topics)", "kafka.offsets": "\(offsets)"])
         return consumer
@@ -204,7 +208,7 @@ private enum TimeStart {
     /// The broker's own answer (ListOffsets by time) is only a hint, checked by reading the records around it:
     /// Tansu 0.6 answers the first offset for any time it does not find in its recent index (measured: 0 for times
     /// in the first half of a 1,200-record log). A wrong hint is replaced by a binary search on the records' own
-    /// timestamps, about 20 reads for a million records. Runs on the consumer's handle before anything polls it.
+    /// timestamps, about 20 reads for a million records. Runs on a handle that nothing else polls.
     static func locate(
         _ topics: [String], since: Date, client: RDKafkaClient, timeout: Duration, logger: Logger
     ) throws(KafkaError) -> [KafkaTopicPartition: Int64] {
