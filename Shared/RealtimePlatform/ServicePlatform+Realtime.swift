@@ -86,9 +86,9 @@ package struct ServiceRealtime: Sendable {
     /// The instance this server runs as (the owner of its sessions).
     package var instanceId: String { server.socketIO.instanceId }
 
-    /// Emits to the sockets of `namespace`, written in the caller's transaction.
-    package func emitter(for namespace: SocketIONamespace) -> RealtimeEmitter {
-        RealtimeEmitter(namespace: namespace, store: store)
+    /// Emits to the sockets of `namespace`, written in the caller's transaction and numbered as `numbering` says.
+    package func emitter(for namespace: SocketIONamespace, numbering: EmitNumbering = .inPlace) -> RealtimeEmitter {
+        RealtimeEmitter(namespace: namespace, store: store, numbering: numbering)
     }
 }
 
@@ -98,11 +98,13 @@ package struct ServiceRealtime: Sendable {
 package struct RealtimeEmitter: Sendable {
     package let namespace: SocketIONamespace
     let store: PostgresRealtimeStore
+    let numbering: EmitNumbering
 
-    /// Emits to `namespace`'s sockets through `store`, the one its server follows.
-    package init(namespace: SocketIONamespace, store: PostgresRealtimeStore) {
+    /// Emits to `namespace`'s sockets through `store`, the one its server follows, numbered as `numbering` says.
+    package init(namespace: SocketIONamespace, store: PostgresRealtimeStore, numbering: EmitNumbering = .inPlace) {
         self.namespace = namespace
         self.store = store
+        self.numbering = numbering
     }
 
     /// Emits `event` with `arguments` to `room` (but the socket `except`) when `connection`'s transaction commits.
@@ -114,7 +116,7 @@ package struct RealtimeEmitter: Sendable {
     }
 
     /// Emits `event` with `arguments` to each of `rooms` in one statement when `connection`'s transaction commits.
-    /// Each room's stream stays locked from here to the commit: emit last, with `rooms` sorted.
+    /// Pass `rooms` sorted, and emit last in the transaction.
     package func emit(
         _ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: String? = nil,
         on connection: PostgresConnection
@@ -124,7 +126,7 @@ package struct RealtimeEmitter: Sendable {
             RoomEmit(
                 namespace: namespace.name, room: rooms.first ?? "", packet: packet, attachments: attachments,
                 except: except),
-            toRooms: rooms, on: connection)
+            toRooms: rooms, numbering: numbering, on: connection)
     }
 
     /// Emits one payload (encoded with the contracts' JSON coding) to `room` when the transaction commits.

@@ -80,6 +80,69 @@ struct PostgresRealtimeStoreTests {
         }
     }
 
+    @Test(
+        "emits are numbered in written order per room, contiguous under 16 writers to one room, told in order",
+        arguments: [EmitNumbering.inPlace, .atCommit])
+    func numberingUnderWriters(numbering: EmitNumbering) async throws {
+        try await withTestDatabase { database in
+            let store = Self.store(database)
+            try await Self.following(store) { notices in
+                // One transaction, three statements, rooms out of order: a's emits keep their order.
+                try await database.transaction { connection in
+                    try await store.append(
+                        RoomEmit(namespace: "/o", room: "b", packet: "b1"), toRooms: ["b", "a"], numbering: numbering,
+                        on: connection)
+                    try await store.append(
+                        RoomEmit(namespace: "/o", room: "a", packet: "a2"), toRooms: ["a"], numbering: numbering,
+                        on: connection)
+                    try await store.append(
+                        RoomEmit(namespace: "/o", room: "a", packet: "a3"), toRooms: ["c", "a"], numbering: numbering,
+                        on: connection)
+                }
+                // Sixteen writers, 20 transactions each, every one to the shared room and a room of its own.
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for writer in 0..<16 {
+                        group.addTask {
+                            for index in 0..<20 {
+                                try await database.transaction { connection in
+                                    try await store.append(
+                                        RoomEmit(namespace: "/o", room: "shared", packet: "w\(writer)-\(index)"),
+                                        toRooms: ["shared", "w\(writer)"], numbering: numbering,
+                                        on: connection)
+                                }
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                try await eventually(timeout: .seconds(10), "every notice") { notices.withLock { $0.count } >= 645 }
+                var told: [String: [(Int64, String)]] = [:]
+                for case .emit(_, let room, let position, let packet) in notices.withLock({ $0 }) {
+                    told[room, default: []].append((position.offset, packet?.packet ?? "-"))
+                }
+                #expect(told["a"]?.map(\.1) == ["b1", "a2", "a3"])
+                #expect(told["a"]?.map(\.0) == [1, 2, 3])
+                #expect(told["b"]?.map(\.0) == [1] && told["c"]?.map(\.0) == [1])
+                // The shared room: 1 to 320, each once, told in offset order; each writer's own emits in its order.
+                #expect(told["shared"]?.map(\.0) == Array(1...320))
+                for writer in 0..<16 {
+                    let own = (told["shared"] ?? []).map(\.1).filter { $0.hasPrefix("w\(writer)-") }
+                    #expect(own == (0..<20).map { "w\(writer)-\($0)" })
+                }
+                #expect(try await store.positions(namespace: "/o", rooms: ["shared"])["shared"]?.offset == 320)
+                // Nothing is left staged.
+                let staged = try await database.withConnection { connection in
+                    var count = -1
+                    let rows = try await connection.queryWhileOpen(
+                        "SELECT count(*) FROM realtime_staged", logger: database.logger)
+                    for try await found in rows.decode(Int.self) { count = found }
+                    return count
+                }
+                #expect(staged == 0)
+            }
+        }
+    }
+
     @Test("a packet too large for a notification is told without it and read from the store")
     func largePacket() async throws {
         try await withTestDatabase { database in
@@ -149,8 +212,7 @@ struct PostgresRealtimeStoreTests {
                     return try await group.reduce(into: [String]()) { if let owner = $1 { $0.append(owner) } }
                 }
                 #expect(winners.count == 1)
-                // The winner tells the old owner once its socket is up (announced apart from the claim).
-                try await store.announceClaim(pid: session.pid, generation: 4, owner: winners[0])
+                // The winning claim's notice tells the old owner; the losing claims tell nobody.
                 try await eventually(timeout: .seconds(5), "the claim's notice") { notices.withLock { $0.count } == 1 }
                 guard case .sessionClaimed(let pid, let generation, let owner) = notices.withLock({ $0[0] }) else {
                     throw ProtocolMismatch("not a claim")

@@ -33,7 +33,7 @@ package enum OrderService: ServiceDefinition {
             return rooms.intersection([room])
         }
         let store = OrderStore(
-            outbox: platform.outbox, updates: OrderUpdates(emits: realtime.emitter(for: orders)),
+            outbox: platform.outbox, updates: OrderUpdates(emits: realtime.emitter(for: orders, numbering: .atCommit)),
             logger: platform.logger)
         let workflow = OrderWorkflow(database: platform.database, store: store, now: platform.now)
         let sagas = PickupSagas(database: platform.database, store: store, now: platform.now)

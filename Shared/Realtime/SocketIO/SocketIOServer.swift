@@ -30,8 +30,6 @@ package final class SocketIOServer: EngineHandler, Sendable {
         case emits(namespace: SocketIONamespace, room: String, after: StreamPosition, feed: Int)
         /// A socket's session to write (its rooms changed, it connected or dropped).
         case save(SocketIOSocket)
-        /// A session this instance restored: the instance holding its older socket lets it go.
-        case announceClaim(pid: String, generation: Int)
     }
 
     private let work: AsyncStream<StoreWork>
@@ -283,7 +281,6 @@ package final class SocketIOServer: EngineHandler, Sendable {
         claimed.rooms = positions
         do {
             guard try await store.claim(claimed) else { return .failure(.claimedElsewhere) }
-            ask(.announceClaim(pid: claimed.pid, generation: claimed.generation))
         } catch {
             logger.warning("could not claim a session to restore", metadata: ["error": "\(error)"])
             return .failure(.claimedElsewhere)
@@ -417,8 +414,6 @@ package final class SocketIOServer: EngineHandler, Sendable {
                     namespace.filled(room: room, feed: feed, read)
                 case .save(let socket):
                     try await socket.save(to: store)
-                case .announceClaim(let pid, let generation):
-                    try await store.announceClaim(pid: pid, generation: generation, owner: instanceId)
                 }
                 return
             } catch {

@@ -150,14 +150,10 @@ package final class InMemoryRealtimeStore: RealtimeStore {
                 return false
             }
             state.sessions[session.pid] = session
-            return true
-        }
-    }
-
-    package func announceClaim(pid: String, generation: Int, owner: String) async throws {
-        state.withLock { state in
-            let notice = RealtimeNotice.sessionClaimed(pid: pid, generation: generation, owner: owner)
+            let notice = RealtimeNotice.sessionClaimed(
+                pid: session.pid, generation: session.generation, owner: session.owner)
             for follower in state.followers.values { follower([notice]) }
+            return true
         }
     }
 

@@ -223,12 +223,9 @@ package protocol RealtimeStore: Sendable {
     func session(pid: String) async throws -> StoredSession?
 
     /// Claims `session` (whose generation is the next one) for its owner: true for the one claim of that
-    /// generation that succeeds.
+    /// generation that succeeds, which tells every server (``RealtimeNotice/sessionClaimed(pid:generation:owner:)``):
+    /// the one holding an older generation lets its socket go.
     func claim(_ session: StoredSession) async throws -> Bool
-
-    /// Tells every server that `owner` claimed generation `generation` of session `pid`
-    /// (``RealtimeNotice/sessionClaimed(pid:generation:owner:)``): the one holding an older one lets its socket go.
-    func announceClaim(pid: String, generation: Int, owner: String) async throws
 
     /// Hands over the store's notices in the order their changes committed, until cancelled. Calls `ready` once
     /// following started (every change committed after that is handed over); throws when following is lost (the
