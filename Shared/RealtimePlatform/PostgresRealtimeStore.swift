@@ -7,15 +7,6 @@ import ServiceKit
 import ServiceLifecycle
 import Synchronization
 
-/// The realtime store in the service's own Postgres schema (tables of ServiceKit's migration
-/// `0004_realtime_streams.sql`): each room's stream of recoverable emits, numbered per room under the stream row's
-/// lock (``EmitNumbering``), each room's latest values in an unlogged table, and the sessions. Every change NOTIFYs the schema's channel as it commits (with the packet,
-/// when it fits in a notification); every instance LISTENs on it.
-///
-/// An emit that is part of a change is written in the change's transaction with
-/// ``append(_:on:)`` (``RealtimeEmitter``): it is delivered exactly when the change commits, and never without it.
-/// Latest values are written in batches by ``run()`` (the newest of each key), one statement and a few
-/// notifications per batch.
 /// When an emit written in a transaction takes its offset in each room's stream. Either way the room's stream row
 /// stays locked from then until the transaction ends, so a room's emits commit in offset order.
 package enum EmitNumbering: Sendable {
@@ -29,6 +20,16 @@ package enum EmitNumbering: Sendable {
     case atCommit
 }
 
+/// The realtime store in the service's own Postgres schema (tables of ServiceKit's migration
+/// `0004_realtime_streams.sql`): each room's stream of recoverable emits, numbered per room under the stream row's
+/// lock (``EmitNumbering``), each room's latest values in an unlogged table, and the sessions. Every change NOTIFYs
+/// the schema's channel as it commits (with the packet, when it fits in a notification); every instance LISTENs on
+/// it.
+///
+/// An emit that is part of a change is written in the change's transaction with
+/// ``append(_:on:)`` (``RealtimeEmitter``): it is delivered exactly when the change commits, and never without it.
+/// Latest values are written in batches by ``run()`` (the newest of each key), one statement and a few
+/// notifications per batch.
 package final class PostgresRealtimeStore: RealtimeStore, Service {
     let database: Database
     /// The NOTIFY channel, one per schema.

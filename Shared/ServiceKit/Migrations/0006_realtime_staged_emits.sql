@@ -30,8 +30,9 @@ CREATE UNLOGGED TABLE realtime_staged (
 );
 
 -- Numbers every emit its transaction staged, in the order they were staged per room: the first firing in a
--- transaction does the work, later ones (a transaction that staged in several statements) find nothing left. Then notifies each, in the order staged, on the channel
--- PostgresRealtimeStore listens on (the schema's name and `_realtime`).
+-- transaction does the work, later ones (a transaction that staged in several statements) find nothing left. Then
+-- notifies each, in the order staged, on the channel PostgresRealtimeStore listens on (the schema's name and
+-- `_realtime`).
 CREATE FUNCTION realtime_number_staged() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
@@ -63,9 +64,9 @@ BEGIN
     )
     SELECT count(*) INTO numbered
     FROM (
-        SELECT pg_notify(TG_TABLE_SCHEMA || '_realtime', concat_ws(E'\t', 'e', namespace, room, epoch, "offset"::text,
-                                               coalesce(except_socket, ''),
-                                               CASE WHEN notify_packet THEN packet END))
+        SELECT pg_notify(TG_TABLE_SCHEMA || '_realtime',
+                         concat_ws(E'\t', 'e', namespace, room, epoch, "offset"::text, coalesce(except_socket, ''),
+                                   CASE WHEN notify_packet THEN packet END))
         FROM placed
         ORDER BY id
     ) AS notified;
