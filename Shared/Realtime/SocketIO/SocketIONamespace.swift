@@ -32,6 +32,8 @@ package final class SocketIONamespace: Sendable {
     /// in the room when the feed moves past it.
     private struct Members: Sendable {
         var sockets: [String: SocketIOSocket] = [:]
+        /// The sockets with a recovery session, by its pid: a session claimed elsewhere finds its socket here.
+        var sessions: [String: SocketIOSocket] = [:]
         var rooms: [String: [String: SocketIOSocket]] = [:]
         var feeds: [String: Feed] = [:]
         /// Numbers feeds, so that the store's answer to a feed that closed meanwhile is not taken by a later one.
@@ -230,6 +232,9 @@ package final class SocketIONamespace: Sendable {
     /// The sockets of this namespace on this instance.
     package var sockets: [SocketIOSocket] { members.withLock { Array($0.sockets.values) } }
 
+    /// The socket here of recovery session `pid`, if any.
+    func socket(session pid: String) -> SocketIOSocket? { members.withLock { $0.sessions[pid] } }
+
     /// The rooms this instance follows.
     package var followedRooms: [String] { members.withLock { Array($0.feeds.keys) } }
 
@@ -243,6 +248,7 @@ package final class SocketIONamespace: Sendable {
     func register(_ socket: SocketIOSocket) {
         let count = members.withLock { members -> Int in
             members.sockets[socket.id] = socket
+            if let pid = socket.pid { members.sessions[pid] = socket }
             return members.sockets.count
         }
         connectedGauge.record(count)
@@ -261,6 +267,7 @@ package final class SocketIONamespace: Sendable {
         // A socket restored meanwhile (same id, another object) keeps its place.
         let count = members.withLock { members -> Int in
             if members.sockets[socket.id] === socket { members.sockets.removeValue(forKey: socket.id) }
+            if let pid = socket.pid, members.sessions[pid] === socket { members.sessions.removeValue(forKey: pid) }
             for room in rooms where members.rooms[room]?[socket.id] === socket {
                 members.rooms[room]?.removeValue(forKey: socket.id)
                 closeFeedIfUnused(room, in: &members)
@@ -468,6 +475,7 @@ package final class SocketIONamespace: Sendable {
             }
             guard short.isEmpty else { return short }
             members.sockets[socket.id] = socket
+            if let pid = socket.pid { members.sessions[pid] = socket }
             socket.restored(positions)
             for (room, position) in positions {
                 members.rooms[room, default: [:]][socket.id] = socket

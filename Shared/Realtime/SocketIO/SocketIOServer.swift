@@ -389,7 +389,8 @@ package final class SocketIOServer: EngineHandler, Sendable {
             case .sessionClaimed(let pid, let generation, let owner):
                 guard owner != instanceId else { continue }
                 for namespace in namespaces.withLock({ Array($0.values) }) {
-                    namespace.sockets.first { $0.pid == pid && $0.generation < generation }?.moveAway()
+                    guard let socket = namespace.socket(session: pid), socket.generation < generation else { continue }
+                    socket.moveAway()
                 }
             }
         }
