@@ -98,40 +98,19 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         let header = ["e", emit.namespace, longestRoom, "epoch-", "offset-9999999999", emit.except ?? ""]
             .joined(separator: "\t")
         let inline = attachments.isEmpty && header.utf8.count + 1 + emit.packet.utf8.count <= Self.notificationLimit
+        var bindings = PostgresBindings()
+        bindings.append(emit.namespace)
+        bindings.append(rooms)
+        bindings.append(emit.packet)
+        bindings.append(attachments)
+        bindings.append(emit.except)
+        bindings.append(inline)
         switch numbering {
         case .inPlace:
-            try await connection.queryWhileOpen(
-                """
-                WITH stream AS (
-                    INSERT INTO realtime_streams AS s (namespace, room, epoch, top)
-                    SELECT \(emit.namespace), wanted.room,
-                           substr(md5(random()::text || clock_timestamp()::text || wanted.room), 1, 8), 1
-                    FROM unnest(\(rooms)::text[]) WITH ORDINALITY AS wanted (room, position)
-                    ORDER BY wanted.position
-                    ON CONFLICT (namespace, room) DO UPDATE
-                    SET top = s.top + 1,
-                        updated_at = CASE WHEN s.updated_at < now() - interval '1 hour' THEN now() ELSE s.updated_at END
-                    RETURNING room, epoch, top
-                ), written AS (
-                    INSERT INTO realtime_emits (namespace, room, epoch, "offset", packet, attachments, except_socket)
-                    SELECT \(emit.namespace), room, epoch, top, \(emit.packet), \(attachments)::text[], \(emit.except)
-                    FROM stream
-                )
-                SELECT pg_notify(\(channel), concat_ws(E'\\t', 'e', \(emit.namespace)::text, room, epoch,
-                                                      top::text, coalesce(\(emit.except)::text, ''),
-                                                      CASE WHEN \(inline) THEN \(emit.packet)::text END))
-                FROM stream
-                """, logger: logger)
+            bindings.append(channel)
+            try await connection.queryWhileOpen(AppendEmitInPlace.self, bindings, logger: logger)
         case .atCommit:
-            try await connection.queryWhileOpen(
-                """
-                INSERT INTO realtime_staged
-                    (namespace, room, packet, attachments, except_socket, notify_packet, first_of_statement)
-                SELECT \(emit.namespace), wanted.room, \(emit.packet), \(attachments)::text[], \(emit.except),
-                       \(inline), wanted.position = 1
-                FROM unnest(\(rooms)::text[]) WITH ORDINALITY AS wanted (room, position)
-                ORDER BY wanted.position
-                """, logger: logger)
+            try await connection.queryWhileOpen(StageEmit.self, bindings, logger: logger)
         }
     }
 
@@ -150,11 +129,11 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     package func positions(namespace: String, rooms: [String]) async throws -> [String: StreamPosition] {
         var positions = Dictionary(rooms.map { ($0, StreamPosition.start) }, uniquingKeysWith: { first, _ in first })
         try await database.withConnection { connection in
-            let rows = try await connection.queryWhileOpen(
-                """
-                SELECT room, epoch, top FROM realtime_streams WHERE namespace = \(namespace) AND room = ANY(\(rooms))
-                """, logger: logger)
-            for try await (room, epoch, top) in rows.decode((String, String, Int64).self) {
+            var bindings = PostgresBindings()
+            bindings.append(namespace)
+            bindings.append(rooms)
+            for row in try await connection.queryWhileOpen(ReadStreamTops.self, bindings, logger: logger) {
+                let (room, epoch, top) = try row.decode((String, String, Int64).self)
                 positions[room] = StreamPosition(epoch: epoch, offset: top)
             }
         }
@@ -166,10 +145,11 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     {
         try await database.withConnection { connection in
             var stream: StreamPosition?
-            let streams = try await connection.queryWhileOpen(
-                "SELECT epoch, top FROM realtime_streams WHERE namespace = \(namespace) AND room = \(room)",
-                logger: logger)
-            for try await (epoch, offset) in streams.decode((String, Int64).self) {
+            var roomBindings = PostgresBindings()
+            roomBindings.append(namespace)
+            roomBindings.append([room])
+            for row in try await connection.queryWhileOpen(ReadStreamTops.self, roomBindings, logger: logger) {
+                let (_, epoch, offset) = try row.decode((String, String, Int64).self)
                 stream = StreamPosition(epoch: epoch, offset: offset)
             }
             let (after, top): (Int64, StreamPosition)
@@ -178,15 +158,14 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
             case .readAfter(let offset, let read): (after, top) = (offset, read)
             }
             var found: [StreamEmit] = []
-            let rows = try await connection.queryWhileOpen(
-                """
-                SELECT "offset", packet, attachments, except_socket FROM realtime_emits
-                WHERE namespace = \(namespace) AND room = \(room) AND epoch = \(top.epoch ?? "")
-                  AND "offset" > \(after) AND "offset" <= \(top.offset)
-                ORDER BY "offset" LIMIT 1000
-                """, logger: logger)
-            for try await (offset, packet, attachments, except) in rows.decode((Int64, String, [String], String?).self)
-            {
+            var bindings = PostgresBindings()
+            bindings.append(namespace)
+            bindings.append(room)
+            bindings.append(top.epoch ?? "")
+            bindings.append(after)
+            bindings.append(top.offset)
+            for row in try await connection.queryWhileOpen(ReadRoomEmits.self, bindings, logger: logger) {
+                let (offset, packet, attachments, except) = try row.decode((Int64, String, [String], String?).self)
                 found.append(
                     Self.storedEmit(
                         namespace: namespace, room: room, position: StreamPosition(epoch: top.epoch, offset: offset),
@@ -206,31 +185,15 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         var tops: [String: StreamPosition] = [:]
         var found: [String: [StreamEmit]] = [:]
         var latest: [String: [String: String]] = [:]
-        // One statement: each stream's top (`t`), the emits after each client position up to it (`e`), and each
-        // room's latest values (`l`).
         try await database.withConnection { connection in
-            let rows = try await connection.queryWhileOpen(
-                """
-                WITH w AS (
-                    SELECT * FROM unnest(\(rooms)::text[], \(epochs)::text[], \(afters)::bigint[]) AS w(room, epoch, after)
-                ), s AS (
-                    SELECT s.room, s.epoch, s.top FROM realtime_streams s JOIN w ON s.room = w.room
-                    WHERE s.namespace = \(namespace)
-                )
-                SELECT 't', s.room, s.epoch, s.top, NULL::text, NULL::text[], NULL::text FROM s
-                UNION ALL
-                SELECT 'e', e.room, e.epoch, e."offset", e.packet, e.attachments, e.except_socket
-                FROM s JOIN w ON w.room = s.room AND (w.epoch = '' OR w.epoch = s.epoch)
-                JOIN realtime_emits e ON e.namespace = \(namespace) AND e.room = s.room AND e.epoch = s.epoch
-                    AND e."offset" > w.after AND e."offset" <= s.top
-                UNION ALL
-                SELECT 'l', l.room, l.key, NULL::bigint, l.packet, NULL::text[], NULL::text
-                FROM realtime_latest l JOIN w ON w.room = l.room WHERE l.namespace = \(namespace)
-                ORDER BY 1 DESC, 2, 4
-                """, logger: logger)
-            for try await (kind, room, text, number, packet, attachments, except) in rows.decode(
-                (String, String, String, Int64?, String?, [String]?, String?).self)
-            {
+            var bindings = PostgresBindings()
+            bindings.append(rooms)
+            bindings.append(epochs)
+            bindings.append(afters)
+            bindings.append(namespace)
+            for row in try await connection.queryWhileOpen(CatchUp.self, bindings, logger: logger) {
+                let (kind, room, text, number, packet, attachments, except) = try row.decode(
+                    (String, String, String, Int64?, String?, [String]?, String?).self)
                 switch kind {
                 case "t":
                     tops[room] = StreamPosition(epoch: text, offset: number ?? 0)
@@ -353,17 +316,17 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     package func save(_ session: StoredSession) async throws {
-        let rooms = try Self.encodeRooms(session.rooms)
-        try await database.client.execute(
-            """
-            INSERT INTO realtime_sessions AS s (pid, namespace, sid, user_id, rooms, state, generation, owner, changed_at)
-            VALUES (\(session.pid), \(session.namespace), \(session.sid), \(session.userId), \(rooms)::jsonb,
-                    \(session.state.rawValue), \(session.generation), \(session.owner), \(session.changedAt))
-            ON CONFLICT (pid) DO UPDATE SET namespace = excluded.namespace, sid = excluded.sid,
-                user_id = excluded.user_id, rooms = excluded.rooms, state = excluded.state,
-                generation = excluded.generation, owner = excluded.owner, changed_at = excluded.changed_at
-            WHERE s.generation <= excluded.generation
-            """, logger: logger)
+        var bindings = PostgresBindings()
+        bindings.append(session.pid)
+        bindings.append(session.namespace)
+        bindings.append(session.sid)
+        bindings.append(session.userId)
+        bindings.append(try Self.encodeRooms(session.rooms))
+        bindings.append(session.state.rawValue)
+        bindings.append(session.generation)
+        bindings.append(session.owner)
+        bindings.append(session.changedAt)
+        try await database.execute(SaveSession.self, bindings)
     }
 
     package func touch(pids: [String], owner: String, at now: Date) async throws {
@@ -376,20 +339,19 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     package func end(pid: String, generation: Int) async throws {
-        try await database.client.execute(
-            "DELETE FROM realtime_sessions WHERE pid = \(pid) AND generation <= \(generation)", logger: logger)
+        var bindings = PostgresBindings()
+        bindings.append(pid)
+        bindings.append(generation)
+        try await database.execute(EndSession.self, bindings)
     }
 
     package func session(pid: String) async throws -> StoredSession? {
         try await database.withConnection { connection in
-            let rows = try await connection.queryWhileOpen(
-                """
-                SELECT namespace, sid, user_id, rooms::text, state, generation, owner, changed_at
-                FROM realtime_sessions WHERE pid = \(pid)
-                """, logger: logger)
-            for try await (namespace, sid, userId, rooms, state, generation, owner, changedAt) in rows.decode(
-                (String, String, String?, String, String, Int, String, Date).self)
-            {
+            var bindings = PostgresBindings()
+            bindings.append(pid)
+            for row in try await connection.queryWhileOpen(ReadSession.self, bindings, logger: logger) {
+                let (namespace, sid, userId, rooms, state, generation, owner, changedAt) = try row.decode(
+                    (String, String, String?, String, String, Int, String, Date).self)
                 guard let state = StoredSession.State(rawValue: state) else {
                     throw RealtimeStoreInconsistency(what: "session \(pid) has the state '\(state)'")
                 }
@@ -404,24 +366,15 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     package func claim(_ session: StoredSession) async throws -> Bool {
-        let rooms = try Self.encodeRooms(session.rooms)
+        var bindings = PostgresBindings()
+        bindings.append(session.pid)
+        bindings.append(session.generation)
+        bindings.append(session.owner)
+        bindings.append(session.changedAt)
+        bindings.append(try Self.encodeRooms(session.rooms))
+        bindings.append(channel)
         return try await database.withConnection { connection in
-            // The claim and its notice in one statement: the notice goes out as the claim commits.
-            let rows = try await connection.queryWhileOpen(
-                """
-                WITH claimed AS (
-                    UPDATE realtime_sessions SET generation = \(session.generation), owner = \(session.owner),
-                        state = 'connected', changed_at = \(session.changedAt), rooms = \(rooms)::jsonb
-                    WHERE pid = \(session.pid) AND generation = \(session.generation - 1)
-                    RETURNING pid
-                )
-                SELECT pg_notify(\(channel), concat_ws(E'\\t', 's', pid, \(String(session.generation))::text,
-                                                      \(session.owner)::text))
-                FROM claimed
-                """, logger: logger)
-            var claimed = false
-            for try await _ in rows { claimed = true }
-            return claimed
+            !(try await connection.queryWhileOpen(ClaimSession.self, bindings, logger: logger)).isEmpty
         }
     }
 
@@ -534,4 +487,121 @@ package struct RealtimeEmitTooLarge: Error, CustomStringConvertible {
     }
 
     package var description: String { "cannot emit to \(namespace) \(room): \(reason)" }
+}
+
+/// Numbers an emit to each room in place and tells it on commit: $1 namespace, $2 rooms, $3 packet, $4
+/// attachments, $5 the socket left out, $6 whether the notice carries the packet, $7 the channel.
+enum AppendEmitInPlace: PreparedStatementText {
+    static let sql = """
+        WITH stream AS (
+            INSERT INTO realtime_streams AS s (namespace, room, epoch, top)
+            SELECT $1::text, wanted.room, substr(md5(random()::text || clock_timestamp()::text || wanted.room), 1, 8), 1
+            FROM unnest($2::text[]) WITH ORDINALITY AS wanted (room, position)
+            ORDER BY wanted.position
+            ON CONFLICT (namespace, room) DO UPDATE
+            SET top = s.top + 1,
+                updated_at = CASE WHEN s.updated_at < now() - interval '1 hour' THEN now() ELSE s.updated_at END
+            RETURNING room, epoch, top
+        ), written AS (
+            INSERT INTO realtime_emits (namespace, room, epoch, "offset", packet, attachments, except_socket)
+            SELECT $1::text, room, epoch, top, $3::text, $4::text[], $5::text
+            FROM stream
+        )
+        SELECT pg_notify($7::text, concat_ws(E'\\t', 'e', $1::text, room, epoch, top::text, coalesce($5::text, ''),
+                                             CASE WHEN $6::boolean THEN $3::text END))
+        FROM stream
+        """
+}
+
+/// Stages an emit to each room, numbered as the transaction commits (migration 0006): the same $1-$6 as
+/// ``AppendEmitInPlace``.
+enum StageEmit: PreparedStatementText {
+    static let sql = """
+        INSERT INTO realtime_staged
+            (namespace, room, packet, attachments, except_socket, notify_packet, first_of_statement)
+        SELECT $1::text, wanted.room, $3::text, $4::text[], $5::text, $6::boolean, wanted.position = 1
+        FROM unnest($2::text[]) WITH ORDINALITY AS wanted (room, position)
+        ORDER BY wanted.position
+        """
+}
+
+/// The stream (epoch, top) of each of rooms $2 in namespace $1 that has one.
+enum ReadStreamTops: PreparedStatementText {
+    static let sql = """
+        SELECT room, epoch, top FROM realtime_streams WHERE namespace = $1::text AND room = ANY($2::text[])
+        """
+}
+
+/// The emits of room $2 in namespace $1 in epoch $3, after offset $4 up to $5 (the top read first), oldest first.
+enum ReadRoomEmits: PreparedStatementText {
+    static let sql = """
+        SELECT "offset", packet, attachments, except_socket FROM realtime_emits
+        WHERE namespace = $1::text AND room = $2::text AND epoch = $3::text AND "offset" > $4::bigint
+          AND "offset" <= $5::bigint
+        ORDER BY "offset" LIMIT 1000
+        """
+}
+
+/// A reconnecting client's rooms in one statement, for rooms $1 with its epochs $2 ('' for none) and offsets $3
+/// in namespace $4: each stream's top (`t`), the emits after the client's position up to it (`e`), and each room's
+/// latest values (`l`).
+enum CatchUp: PreparedStatementText {
+    static let sql = """
+        WITH w AS (
+            SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) AS w(room, epoch, after)
+        ), s AS (
+            SELECT s.room, s.epoch, s.top FROM realtime_streams s JOIN w ON s.room = w.room
+            WHERE s.namespace = $4::text
+        )
+        SELECT 't', s.room, s.epoch, s.top, NULL::text, NULL::text[], NULL::text FROM s
+        UNION ALL
+        SELECT 'e', e.room, e.epoch, e."offset", e.packet, e.attachments, e.except_socket
+        FROM s JOIN w ON w.room = s.room AND (w.epoch = '' OR w.epoch = s.epoch)
+        JOIN realtime_emits e ON e.namespace = $4::text AND e.room = s.room AND e.epoch = s.epoch
+            AND e."offset" > w.after AND e."offset" <= s.top
+        UNION ALL
+        SELECT 'l', l.room, l.key, NULL::bigint, l.packet, NULL::text[], NULL::text
+        FROM realtime_latest l JOIN w ON w.room = l.room WHERE l.namespace = $4::text
+        ORDER BY 1 DESC, 2, 4
+        """
+}
+
+/// Saves session $1 (namespace $2, sid $3, user $4, rooms $5, state $6, generation $7, owner $8, changed at $9)
+/// unless a later generation of it is stored.
+enum SaveSession: PreparedStatementText {
+    static let sql = """
+        INSERT INTO realtime_sessions AS s (pid, namespace, sid, user_id, rooms, state, generation, owner, changed_at)
+        VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::text, $7::integer, $8::text, $9::timestamptz)
+        ON CONFLICT (pid) DO UPDATE SET namespace = excluded.namespace, sid = excluded.sid,
+            user_id = excluded.user_id, rooms = excluded.rooms, state = excluded.state,
+            generation = excluded.generation, owner = excluded.owner, changed_at = excluded.changed_at
+        WHERE s.generation <= excluded.generation
+        """
+}
+
+/// Forgets session $1 unless a generation after $2 is stored.
+enum EndSession: PreparedStatementText {
+    static let sql = "DELETE FROM realtime_sessions WHERE pid = $1::text AND generation <= $2::integer"
+}
+
+/// Session $1 as stored.
+enum ReadSession: PreparedStatementText {
+    static let sql = """
+        SELECT namespace, sid, user_id, rooms::text, state, generation, owner, changed_at
+        FROM realtime_sessions WHERE pid = $1::text
+        """
+}
+
+/// Claims session $1 as generation $2 for owner $3 at $4 with rooms $5, if generation $2 - 1 is stored, and tells
+/// channel $6 as the claim commits; a row comes back if it was claimed.
+enum ClaimSession: PreparedStatementText {
+    static let sql = """
+        WITH claimed AS (
+            UPDATE realtime_sessions SET generation = $2::integer, owner = $3::text, state = 'connected',
+                changed_at = $4::timestamptz, rooms = $5::jsonb
+            WHERE pid = $1::text AND generation = $2::integer - 1
+            RETURNING pid
+        )
+        SELECT pg_notify($6::text, concat_ws(E'\\t', 's', pid, $2::text, $3::text)) FROM claimed
+        """
 }

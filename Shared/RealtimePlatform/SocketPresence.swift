@@ -19,6 +19,10 @@ package struct SocketPresence: Sendable {
 
     private let table: String
     private let roomColumn: String
+    private let enterStatement: any PreparedStatementText.Type
+    private let leaveStatement: any PreparedStatementText.Type
+    private let leaveOwnStatement: any PreparedStatementText.Type
+    private let isPresentStatement: any PreparedStatementText.Type
     /// How long a socket counts as present without a refresh.
     package let freshness: Duration
     /// Sockets of this instance whose app said it is in the background, kept for rows written later (a chat
@@ -26,12 +30,14 @@ package struct SocketPresence: Sendable {
     private let inBackground = BackgroundedSockets()
     private let logger: Logger
 
-    /// - Parameters:
-    ///   - table: the presence table, a constant of the service (never user input).
-    ///   - roomColumn: its room column (chat's predates this type and calls it `order_id`).
-    package init(table: StaticString, roomColumn: StaticString = "room", freshness: Duration, logger: Logger) {
-        self.table = "\(table)"
-        self.roomColumn = "\(roomColumn)"
+    /// Presence kept in `Table` (the statements run on every join, leave and push are prepared for it).
+    package init<Table: PresenceTable>(_: Table.Type, freshness: Duration, logger: Logger) {
+        self.table = Table.table
+        self.roomColumn = Table.roomColumn
+        enterStatement = EnterPresence<Table>.self
+        leaveStatement = LeavePresence<Table>.self
+        leaveOwnStatement = LeaveOwnPresence<Table>.self
+        isPresentStatement = IsPresent<Table>.self
         self.freshness = freshness
         self.logger = logger
     }
@@ -40,15 +46,14 @@ package struct SocketPresence: Sendable {
     package func enter(
         socketId: String, room: String, userId: String, instanceId: String, now: Date, on connection: PostgresConnection
     ) async throws {
-        let background = inBackground.contains(socketId)
-        try await connection.queryWhileOpen(
-            """
-            INSERT INTO \(unescaped: table) (socket_id, \(unescaped: roomColumn), user_id, instance_id, seen_at, in_background)
-            VALUES (\(socketId), \(room), \(userId), \(instanceId), \(now), \(background))
-            ON CONFLICT (socket_id) DO UPDATE SET \(unescaped: roomColumn) = excluded.\(unescaped: roomColumn),
-                seen_at = excluded.seen_at, in_background = excluded.in_background
-            """, logger: logger
-        )
+        var bindings = PostgresBindings()
+        bindings.append(socketId)
+        bindings.append(room)
+        bindings.append(userId)
+        bindings.append(instanceId)
+        bindings.append(now)
+        bindings.append(inBackground.contains(socketId))
+        try await connection.queryWhileOpen(enterStatement, bindings, logger: logger)
     }
 
     /// Records whether socket `socketId`'s app is in the background, for its row and any it gets later.
@@ -68,13 +73,13 @@ package struct SocketPresence: Sendable {
         socketId: String, instanceId: String? = nil, disconnected: Bool = false, on connection: PostgresConnection
     ) async throws {
         if disconnected { inBackground.set(false, socketId: socketId) }
+        var bindings = PostgresBindings()
+        bindings.append(socketId)
         if let instanceId {
-            try await connection.queryWhileOpen(
-                "DELETE FROM \(unescaped: table) WHERE socket_id = \(socketId) AND instance_id = \(instanceId)",
-                logger: logger)
+            bindings.append(instanceId)
+            try await connection.queryWhileOpen(leaveOwnStatement, bindings, logger: logger)
         } else {
-            try await connection.queryWhileOpen(
-                "DELETE FROM \(unescaped: table) WHERE socket_id = \(socketId)", logger: logger)
+            try await connection.queryWhileOpen(leaveStatement, bindings, logger: logger)
         }
     }
 
@@ -83,16 +88,11 @@ package struct SocketPresence: Sendable {
     package func isPresent(userId: String, room: String, now: Date, on connection: PostgresConnection) async throws
         -> Bool
     {
-        let cutoff = now - freshness
-        let rows = try await connection.queryWhileOpen(
-            """
-            SELECT 1 FROM \(unescaped: table)
-            WHERE \(unescaped: roomColumn) = \(room) AND user_id = \(userId) AND seen_at > \(cutoff) AND NOT in_background
-            LIMIT 1
-            """, logger: logger
-        )
-        for try await _ in rows { return true }
-        return false
+        var bindings = PostgresBindings()
+        bindings.append(room)
+        bindings.append(userId)
+        bindings.append(now - freshness)
+        return !(try await connection.queryWhileOpen(isPresentStatement, bindings, logger: logger)).isEmpty
     }
 
     /// Keeps the rows of instance `instanceId`'s connected sockets (`liveSocketIds`, read at `now`) fresh, deletes
@@ -113,6 +113,52 @@ package struct SocketPresence: Sendable {
             """, logger: logger)
         let cutoff = now - freshness
         try await connection.queryWhileOpen("DELETE FROM \(unescaped: table) WHERE seen_at < \(cutoff)", logger: logger)
+    }
+}
+
+/// A presence table of a service's schema, `(socket_id text PRIMARY KEY, <room> text, user_id text, instance_id
+/// text, seen_at timestamptz, in_background boolean)`: its names are constants of the service, never user input.
+package protocol PresenceTable {
+    /// The table's name.
+    static var table: String { get }
+    /// Its room column (chat's predates ``SocketPresence`` and calls it `order_id`).
+    static var roomColumn: String { get }
+}
+
+extension PresenceTable {
+    package static var roomColumn: String { "room" }
+}
+
+/// Records socket $1 of user $3 on instance $4 in room $2 at $5, in the background as $6 says.
+enum EnterPresence<Table: PresenceTable>: PreparedStatementText {
+    static var sql: String {
+        """
+        INSERT INTO \(Table.table) (socket_id, \(Table.roomColumn), user_id, instance_id, seen_at, in_background)
+        VALUES ($1::text, $2::text, $3::text, $4::text, $5::timestamptz, $6::boolean)
+        ON CONFLICT (socket_id) DO UPDATE SET \(Table.roomColumn) = excluded.\(Table.roomColumn),
+            seen_at = excluded.seen_at, in_background = excluded.in_background
+        """
+    }
+}
+
+/// Forgets socket $1's row.
+enum LeavePresence<Table: PresenceTable>: PreparedStatementText {
+    static var sql: String { "DELETE FROM \(Table.table) WHERE socket_id = $1::text" }
+}
+
+/// Forgets socket $1's row if instance $2 wrote it.
+enum LeaveOwnPresence<Table: PresenceTable>: PreparedStatementText {
+    static var sql: String { "DELETE FROM \(Table.table) WHERE socket_id = $1::text AND instance_id = $2::text" }
+}
+
+/// A row if user $2 has a socket in room $1 seen after $3 with its app in the foreground.
+enum IsPresent<Table: PresenceTable>: PreparedStatementText {
+    static var sql: String {
+        """
+        SELECT 1 FROM \(Table.table)
+        WHERE \(Table.roomColumn) = $1::text AND user_id = $2::text AND seen_at > $3::timestamptz AND NOT in_background
+        LIMIT 1
+        """
     }
 }
 

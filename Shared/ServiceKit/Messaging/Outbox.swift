@@ -41,20 +41,14 @@ package struct Outbox: Sendable {
         let payloads = try envelopes.map { String(decoding: try ContractCoding.encode($0.envelope), as: UTF8.self) }
         for (payload, item) in zip(payloads, envelopes) { try Self.checkSize(of: payload, type: item.envelope.type) }
         let topics = Array(repeating: Payload.topic.rawValue, count: envelopes.count)
-        // One round trip: the rows, and the NOTIFY (delivered on commit only, once per transaction however many
-        // rows were written).
-        try await connection.queryWhileOpen(
-            """
-            WITH written AS (
-                INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
-                SELECT * FROM unnest(\(envelopes.map(\.envelope.eventId))::uuid[], \(topics)::text[],
-                                     \(envelopes.map { $0.key ?? $0.envelope.aggregateId })::text[],
-                                     \(envelopes.map(\.envelope.type))::text[], \(payloads)::text[])
-                RETURNING id
-            )
-            SELECT pg_notify(\(channel), '') FROM written LIMIT 1
-            """, logger: logger
-        )
+        var bindings = PostgresBindings()
+        bindings.append(envelopes.map(\.envelope.eventId))
+        bindings.append(topics)
+        bindings.append(envelopes.map { $0.key ?? $0.envelope.aggregateId })
+        bindings.append(envelopes.map(\.envelope.type))
+        bindings.append(payloads)
+        bindings.append(channel)
+        try await connection.queryWhileOpen(EnqueueEvents.self, bindings, logger: logger)
     }
 
     /// Adds an already encoded envelope (e.g. an event republished with its original id).
@@ -80,6 +74,20 @@ package struct Outbox: Sendable {
         try await enqueue(
             EventEnvelope(aggregateId: aggregateId, payload: payload), key: key, on: connection, logger: logger)
     }
+}
+
+/// Writes events to the outbox and tells the relay on commit, in one round trip (the NOTIFY is delivered once per
+/// transaction however many rows were written): $1 event ids, $2 topics, $3 keys, $4 types, $5 payloads, $6 the
+/// relay's channel.
+enum EnqueueEvents: PreparedStatementText {
+    static let sql = """
+        WITH written AS (
+            INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
+            SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[])
+            RETURNING id
+        )
+        SELECT pg_notify($6::text, '') FROM written LIMIT 1
+        """
 }
 
 /// An event too large to publish; the request that would have written it is refused (413 `EVENT_TOO_LARGE`).

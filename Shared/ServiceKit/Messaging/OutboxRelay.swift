@@ -157,15 +157,11 @@ package final class OutboxRelay: Service, Sendable {
         while !Task.isCancelled {
             let rows = try await database.withConnection { connection in
                 var rows: [PendingRow] = []
-                let result = try await connection.queryWhileOpen(
-                    """
-                    SELECT id, topic, message_key, payload, created_at, attempts
-                    FROM outbox_pending_batch(\(settings.batchSize))
-                    """, logger: logger
-                )
-                for try await (id, topic, key, payload, createdAt, attempts) in result.decode(
-                    (Int64, String, String, String, Date, Int).self)
-                {
+                var bindings = PostgresBindings()
+                bindings.append(settings.batchSize)
+                for row in try await connection.queryWhileOpen(PendingOutboxBatch.self, bindings, logger: logger) {
+                    let (id, topic, key, payload, createdAt, attempts) = try row.decode(
+                        (Int64, String, String, String, Date, Int).self)
                     rows.append(
                         PendingRow(
                             id: id, topic: topic, key: key, payload: payload, createdAt: createdAt, attempts: attempts))
@@ -211,9 +207,9 @@ package final class OutboxRelay: Service, Sendable {
             }
             try await database.withConnection { connection in
                 if !publishedIds.isEmpty {
-                    try await connection.queryWhileOpen(
-                        "UPDATE outbox SET published_at = now() WHERE id = ANY(\(publishedIds))", logger: logger
-                    )
+                    var bindings = PostgresBindings()
+                    bindings.append(publishedIds)
+                    try await connection.queryWhileOpen(MarkOutboxPublished.self, bindings, logger: logger)
                 }
                 for failure in failed {
                     try await record(failure, on: connection)
@@ -296,6 +292,18 @@ package final class OutboxRelay: Service, Sendable {
         let keyCutoff = Date().addingTimeInterval(-86_400)
         try await database.execute("DELETE FROM idempotency_keys WHERE created_at < \(keyCutoff)")
     }
+}
+
+/// The next rows to publish, at most $1: the oldest of each key not waiting out a back-off (migration 0005).
+enum PendingOutboxBatch: PreparedStatementText {
+    static let sql = """
+        SELECT id, topic, message_key, payload, created_at, attempts FROM outbox_pending_batch($1::bigint)
+        """
+}
+
+/// Marks the rows $1 published.
+enum MarkOutboxPublished: PreparedStatementText {
+    static let sql = "UPDATE outbox SET published_at = now() WHERE id = ANY($1::bigint[])"
 }
 
 /// The relay's LISTEN connection failed (Postgres restarted or the network dropped it); the relay starts over.

@@ -162,19 +162,27 @@ extension PostgresConnection {
     package func queryWhileOpen(
         _ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line
     ) async throws -> PostgresRowSequence {
+        try await answerWhileOpen { try await $0.query(query, logger: logger, file: file, line: line) }
+    }
+
+    /// Runs `ask` on this connection, raced against the connection's close (see
+    /// ``queryWhileOpen(_:logger:file:line:)``).
+    func answerWhileOpen<Answer: Sendable>(
+        _ ask: @escaping @Sendable (PostgresConnection) async throws -> Answer
+    ) async throws -> Answer {
         guard !isClosed else { throw DatabaseConnectionClosed() }
-        let answered = eventLoop.makePromise(of: PostgresRowSequence?.self)
-        let watch = ConnectionCloseWatchers.shared.watch(self, answered)
+        let answered = eventLoop.makePromise(of: Answer?.self)
+        let watch = ConnectionCloseWatchers.shared.watch(self) { answered.succeed(nil) }
         defer { ConnectionCloseWatchers.shared.unwatch(self, watch) }
         Task {
             do {
-                answered.succeed(try await self.query(query, logger: logger, file: file, line: line))
+                answered.succeed(try await ask(self))
             } catch {
                 answered.fail(error)
             }
         }
-        guard let rows = try await answered.futureResult.get() else { throw DatabaseConnectionClosed() }
-        return rows
+        guard let answer = try await answered.futureResult.get() else { throw DatabaseConnectionClosed() }
+        return answer
     }
 
     /// Runs a clean-up statement (ROLLBACK, an unlock), giving up when the connection closes (see
@@ -194,18 +202,18 @@ private final class ConnectionCloseWatchers: Sendable {
 
     private struct State {
         /// The waits of each open connection that was ever watched (an empty entry: watched, nobody waiting).
-        var waiters: [ObjectIdentifier: [Int: EventLoopPromise<PostgresRowSequence?>]] = [:]
+        var waiters: [ObjectIdentifier: [Int: @Sendable () -> Void]] = [:]
         var next = 0
     }
     private let state = Mutex(State())
 
-    /// Watches `connection` for `promise`, completed with nil when it closes (at once if it has).
-    func watch(_ connection: PostgresConnection, _ promise: EventLoopPromise<PostgresRowSequence?>) -> Int {
+    /// Watches `connection` for a wait, ended by `closed` when the connection closes (at once if it has).
+    func watch(_ connection: PostgresConnection, _ closed: @escaping @Sendable () -> Void) -> Int {
         let key = ObjectIdentifier(connection)
         let (id, isFirst) = state.withLock { state -> (Int, Bool) in
             defer { state.next += 1 }
             let isFirst = state.waiters[key] == nil
-            state.waiters[key, default: [:]][state.next] = promise
+            state.waiters[key, default: [:]][state.next] = closed
             return (state.next, isFirst)
         }
         if isFirst {
@@ -222,7 +230,7 @@ private final class ConnectionCloseWatchers: Sendable {
     private func closed(_ key: ObjectIdentifier, eventLoop: any EventLoop) {
         let waiters = state.withLock { $0.waiters.removeValue(forKey: key) } ?? [:]
         guard !waiters.isEmpty else { return }
-        eventLoop.scheduleTask(in: Self.grace) { for promise in waiters.values { promise.succeed(nil) } }
+        eventLoop.scheduleTask(in: Self.grace) { for closed in waiters.values { closed() } }
     }
 }
 

@@ -22,7 +22,7 @@ package struct AllocationWorkflow: Sendable {
         self.settings = settings
         self.outbox = outbox
         self.store = AllocationStore(logger: logger)
-        self.presence = SocketPresence(table: "rider_presence", freshness: settings.presenceFreshness, logger: logger)
+        self.presence = SocketPresence(RiderPresence.self, freshness: settings.presenceFreshness, logger: logger)
         self.now = now
         self.logger = logger
     }

@@ -2,6 +2,7 @@ import Contracts
 import Foundation
 import Logging
 import PostgresNIO
+import RealtimePlatform
 import ServiceKit
 
 extension OfferStatus: PostgresTextEnum {}
@@ -348,4 +349,9 @@ struct AllocationStore: Sendable {
             """, logger: logger
         )
     }
+}
+
+/// `rider_presence`: the riders' live sockets.
+enum RiderPresence: PresenceTable {
+    static let table = "rider_presence"
 }

@@ -27,8 +27,7 @@ package struct ChatWorkflow: Sendable {
         self.database = database
         self.store = store
         self.emits = emits
-        self.presence = SocketPresence(
-            table: "chat_presence", roomColumn: "order_id", freshness: settings.presenceFreshness, logger: logger)
+        self.presence = SocketPresence(ChatPresence.self, freshness: settings.presenceFreshness, logger: logger)
         self.outbox = outbox
         self.settings = settings
         self.now = now

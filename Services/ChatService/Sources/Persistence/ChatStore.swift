@@ -2,6 +2,7 @@ import Contracts
 import Foundation
 import Logging
 import PostgresNIO
+import RealtimePlatform
 import ServiceKit
 
 extension ChatRoom.Status: PostgresTextEnum {}
@@ -80,26 +81,30 @@ package struct ChatStore: Sendable {
     }
 
     /// How a read of a room locks its row until the transaction ends.
-    package enum RowLock: String, Sendable {
+    package enum RowLock: Sendable {
         /// No lock.
-        case none = ""
+        case none
         /// Shared: the room's rider and status cannot change meanwhile (a join's access check holds it until the
         /// socket is in the room).
-        case share = " FOR SHARE"
+        case share
         /// Exclusive: for a change of the room.
-        case update = " FOR UPDATE"
+        case update
     }
 
     package func room(_ orderId: String, lock: RowLock = .none, on connection: PostgresConnection) async throws
         -> ChatRoom?
     {
-        var query: PostgresQuery =
-            "SELECT order_id, customer_id, rider_id, rider_name, status FROM chat_rooms WHERE order_id = \(orderId)"
-        query.sql += lock.rawValue
-        let rows = try await connection.queryWhileOpen(query, logger: logger)
-        for try await (orderId, customerId, riderId, riderName, status) in rows.decode(
-            (String, String, String?, String?, ChatRoom.Status).self)
-        {
+        var bindings = PostgresBindings()
+        bindings.append(orderId)
+        let rows =
+            switch lock {
+            case .none: try await connection.queryWhileOpen(ReadRoom.self, bindings, logger: logger)
+            case .share: try await connection.queryWhileOpen(ReadRoomForShare.self, bindings, logger: logger)
+            case .update: try await connection.queryWhileOpen(ReadRoomForUpdate.self, bindings, logger: logger)
+            }
+        for row in rows {
+            let (orderId, customerId, riderId, riderName, status) = try row.decode(
+                (String, String, String?, String?, ChatRoom.Status).self)
             return ChatRoom(
                 orderId: orderId, customerId: customerId,
                 rider: riderId.map { PersonRef(id: $0, name: riderName ?? "") }, status: status
@@ -115,16 +120,17 @@ package struct ChatStore: Sendable {
         orderId: String, senderId: String?, senderRole: String, senderName: String, text: String, quickReplyId: String?,
         clientMessageId: String?, on connection: PostgresConnection
     ) async throws -> (message: ChatMessageView, isNew: Bool) {
-        let rows = try await connection.queryWhileOpen(
-            """
-            INSERT INTO chat_messages (order_id, sender_id, sender_role, sender_name, text, quick_reply_id, client_message_id)
-            VALUES (\(orderId), \(senderId), \(senderRole), \(senderName), \(text), \(quickReplyId), \(clientMessageId))
-            ON CONFLICT (order_id, sender_id, client_message_id) WHERE client_message_id IS NOT NULL DO NOTHING
-            RETURNING id, order_id, sender_id, sender_role, sender_name, text, sent_at, client_message_id
-            """, logger: logger
-        )
-        for try await row in rows.decode((Int64, String, String?, String, String, String, Date, String?).self) {
-            return (Self.view(row), true)
+        var bindings = PostgresBindings()
+        bindings.append(orderId)
+        bindings.append(senderId)
+        bindings.append(senderRole)
+        bindings.append(senderName)
+        bindings.append(text)
+        bindings.append(quickReplyId)
+        bindings.append(clientMessageId)
+        for row in try await connection.queryWhileOpen(InsertMessage.self, bindings, logger: logger) {
+            let message = try row.decode((Int64, String, String?, String, String, String, Date, String?).self)
+            return (Self.view(message), true)
         }
         let existing = try await connection.queryWhileOpen(
             """
@@ -195,4 +201,38 @@ struct ChatStoreInconsistency: Error, CustomStringConvertible {
     var description: String {
         "message \(clientMessageId ?? "-") of order \(orderId) was neither stored nor found"
     }
+}
+
+/// A room's row by order id $1.
+enum ReadRoom: PreparedStatementText {
+    static let sql = """
+        SELECT order_id, customer_id, rider_id, rider_name, status FROM chat_rooms WHERE order_id = $1::text
+        """
+}
+
+/// ``ReadRoom`` share-locked.
+enum ReadRoomForShare: PreparedStatementText {
+    static let sql = ReadRoom.sql + " FOR SHARE"
+}
+
+/// ``ReadRoom`` locked for a change.
+enum ReadRoomForUpdate: PreparedStatementText {
+    static let sql = ReadRoom.sql + " FOR UPDATE"
+}
+
+/// Stores a message unless its sender already sent client message id $7 in the room: $1 order, $2 sender, $3
+/// role, $4 name, $5 text, $6 quick reply.
+enum InsertMessage: PreparedStatementText {
+    static let sql = """
+        INSERT INTO chat_messages (order_id, sender_id, sender_role, sender_name, text, quick_reply_id, client_message_id)
+        VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text)
+        ON CONFLICT (order_id, sender_id, client_message_id) WHERE client_message_id IS NOT NULL DO NOTHING
+        RETURNING id, order_id, sender_id, sender_role, sender_name, text, sent_at, client_message_id
+        """
+}
+
+/// `chat_presence`: the chat sockets in each order's room.
+enum ChatPresence: PresenceTable {
+    static let table = "chat_presence"
+    static let roomColumn = "order_id"
 }
