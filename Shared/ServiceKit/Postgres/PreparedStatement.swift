@@ -28,19 +28,41 @@ struct PreparedRun<Text: PreparedStatementText>: PostgresPreparedStatement {
 extension PostgresConnection {
     /// Runs statement `text` with `bindings` (its `$1`, `$2`, …), prepared on this connection the first time;
     /// like every statement here, it gives up when the connection closes under it.
+    ///
+    /// postgres-nio 1.33 keeps a failed preparation for the connection's life, answering every later run of the
+    /// statement with that error; a preparation fails on a table that does not exist yet, in a transaction already
+    /// aborted, or when a table changed under a prepared statement. On such an error the connection is closed, so
+    /// the pool opens a fresh one that prepares the statement again.
     @discardableResult
     package func queryWhileOpen<Text: PreparedStatementText>(
         _ text: Text.Type, _ bindings: PostgresBindings, logger: Logger, file: String = #fileID, line: Int = #line
     ) async throws -> [PostgresRow] {
-        try await answerWhileOpen { connection in
-            var rows: [PostgresRow] = []
-            for try await row in try await connection.execute(
-                PreparedRun<Text>(bindings: bindings), logger: logger, file: file, line: line)
-            {
-                rows.append(row)
+        do {
+            return try await answerWhileOpen { connection in
+                var rows: [PostgresRow] = []
+                for try await row in try await connection.execute(
+                    PreparedRun<Text>(bindings: bindings), logger: logger, file: file, line: line)
+                {
+                    rows.append(row)
+                }
+                return rows
             }
-            return rows
+        } catch let failure as PSQLError where failure.mayHaveSpoiledPreparation {
+            logger.warning(
+                "a prepared statement failed as a whole; closing its connection",
+                metadata: ["db.sqlstate": "\(failure.sqlState ?? "")"])
+            try? await close()
+            throw failure
         }
+    }
+}
+
+extension PSQLError {
+    /// Errors of the statement rather than of its values: syntax or a missing or changed table (SQLSTATE 42, and
+    /// 0A000 for a prepared statement whose result changed), or a transaction already aborted (25P02).
+    var mayHaveSpoiledPreparation: Bool {
+        guard let sqlState else { return false }
+        return sqlState.hasPrefix("42") || sqlState == "0A000" || sqlState == "25P02"
     }
 }
 
