@@ -65,17 +65,20 @@ package struct OrderStore: Sendable {
     /// - Throws: 404 `NOT_FOUND` if there is none.
     package func order(_ id: UUID, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> OrderView
     {
-        var query: PostgresQuery = "\(unescaped: Self.selectOrders) WHERE o.id = \(id)"
-        if forUpdate { query.sql += " FOR UPDATE OF o" }
-        let rows = try await connection.queryWhileOpen(query, logger: logger)
-        for try await row in rows {
+        var bindings = PostgresBindings()
+        bindings.append(id)
+        let rows =
+            forUpdate
+            ? try await connection.queryWhileOpen(ReadOrderForUpdate.self, bindings, logger: logger)
+            : try await connection.queryWhileOpen(ReadOrder.self, bindings, logger: logger)
+        for row in rows {
             return try Self.order(from: row.makeRandomAccess())
         }
         throw OrderRecordError.noOrder(id)
     }
 
     /// An order's columns as ``order(from:)`` reads them, with its vendor and proof photo.
-    private static let selectOrders = """
+    static let selectOrders = """
         SELECT o.id, o.status, o.customer_id, v.id AS vendor_id, v.name AS vendor_name, v.address_line1 AS vendor_line1,
                v.area AS vendor_area, v.lat AS vendor_lat, v.lng AS vendor_lng, o.delivery_line1, o.delivery_area,
                o.delivery_lat, o.delivery_lng, o.payment_mode, o.total_amount, o.requires_photo_proof, o.rider_id,
@@ -159,13 +162,15 @@ package struct OrderStore: Sendable {
 
     /// Writes the order's new state (status, rider, arrival) and bumps its version.
     package func update(_ order: OrderView, on connection: PostgresConnection) async throws {
-        try await connection.queryWhileOpen(
-            """
-            UPDATE orders SET status = \(order.status.rawValue), rider_id = \(order.rider?.id), rider_name = \(order.rider?.name),
-                   rider_arrived_at = \(order.riderArrivedAt), version = \(order.version), updated_at = \(order.updatedAt)
-            WHERE id = \(UUID(uuidString: order.id))
-            """, logger: logger
-        )
+        var bindings = PostgresBindings()
+        bindings.append(order.status.rawValue)
+        bindings.append(order.rider?.id)
+        bindings.append(order.rider?.name)
+        bindings.append(order.riderArrivedAt)
+        bindings.append(order.version)
+        bindings.append(order.updatedAt)
+        bindings.append(UUID(uuidString: order.id))
+        try await connection.queryWhileOpen(UpdateOrder.self, bindings, logger: logger)
     }
 
     package func insertProofPhoto(
@@ -191,13 +196,17 @@ package struct OrderStore: Sendable {
         on connection: PostgresConnection
     ) async throws {
         let json = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
-        try await connection.queryWhileOpen(
-            """
-            INSERT INTO order_events (aggregate_id, aggregate_type, sequence, event_id, event_type, actor_id, actor_role, envelope, occurred_at)
-            VALUES (\(UUID(uuidString: envelope.aggregateId)), \(aggregateType), \(sequence), \(envelope.eventId), \(envelope.type),
-                    \(actor?.id), \(actor?.role.rawValue), \(json)::jsonb, \(envelope.occurredAt))
-            """, logger: logger
-        )
+        var bindings = PostgresBindings()
+        bindings.append(UUID(uuidString: envelope.aggregateId))
+        bindings.append(aggregateType)
+        bindings.append(sequence)
+        bindings.append(envelope.eventId)
+        bindings.append(envelope.type)
+        bindings.append(actor?.id)
+        bindings.append(actor?.role.rawValue)
+        bindings.append(json)
+        bindings.append(envelope.occurredAt)
+        try await connection.queryWhileOpen(RecordOrderEvent.self, bindings, logger: logger)
         try await outbox.enqueue(envelope, on: connection, logger: logger)
         // Last: the admins' room's stream stays locked from the emit to the commit, and every order emits to it.
         try await updates.emit(envelope, on: connection)
@@ -289,4 +298,33 @@ package struct OrderStore: Sendable {
             """, logger: logger
         )
     }
+}
+
+/// Order $1 with its vendor and proof photo.
+enum ReadOrder: PreparedStatementText {
+    static let sql = OrderStore.selectOrders + " WHERE o.id = $1::uuid"
+}
+
+/// ``ReadOrder``, the order's row locked for the rest of the transaction.
+enum ReadOrderForUpdate: PreparedStatementText {
+    static let sql = ReadOrder.sql + " FOR UPDATE OF o"
+}
+
+/// Writes order $7's status $1, rider $2 named $3, arrival $4, version $5 and update time $6.
+enum UpdateOrder: PreparedStatementText {
+    static let sql = """
+        UPDATE orders SET status = $1::text, rider_id = $2::text, rider_name = $3::text,
+               rider_arrived_at = $4::timestamptz, version = $5::integer, updated_at = $6::timestamptz
+        WHERE id = $7::uuid
+        """
+}
+
+/// Appends event $4 of type $5 to aggregate $1 (of type $2) as entry $3, by actor $6 in role $7: envelope $8,
+/// occurred at $9.
+enum RecordOrderEvent: PreparedStatementText {
+    static let sql = """
+        INSERT INTO order_events
+            (aggregate_id, aggregate_type, sequence, event_id, event_type, actor_id, actor_role, envelope, occurred_at)
+        VALUES ($1::uuid, $2::text, $3::integer, $4::uuid, $5::text, $6::text, $7::text, $8::jsonb, $9::timestamptz)
+        """
 }
