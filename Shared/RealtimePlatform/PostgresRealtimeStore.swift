@@ -98,13 +98,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         let header = ["e", emit.namespace, longestRoom, "epoch-", "offset-9999999999", emit.except ?? ""]
             .joined(separator: "\t")
         let inline = attachments.isEmpty && header.utf8.count + 1 + emit.packet.utf8.count <= Self.notificationLimit
-        var bindings = PostgresBindings()
-        bindings.append(emit.namespace)
-        bindings.append(rooms)
-        bindings.append(emit.packet)
-        bindings.append(attachments)
-        bindings.append(emit.except)
-        bindings.append(inline)
+        var bindings = PostgresBindings(emit.namespace, rooms, emit.packet, attachments, emit.except, inline)
         switch numbering {
         case .inPlace:
             bindings.append(channel)
@@ -129,9 +123,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     package func positions(namespace: String, rooms: [String]) async throws -> [String: StreamPosition] {
         var positions = Dictionary(rooms.map { ($0, StreamPosition.start) }, uniquingKeysWith: { first, _ in first })
         try await database.withConnection { connection in
-            var bindings = PostgresBindings()
-            bindings.append(namespace)
-            bindings.append(rooms)
+            let bindings = PostgresBindings(namespace, rooms)
             for row in try await connection.queryWhileOpen(ReadStreamTops.self, bindings, logger: logger) {
                 let (room, epoch, top) = try row.decode((String, String, Int64).self)
                 positions[room] = StreamPosition(epoch: epoch, offset: top)
@@ -145,9 +137,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     {
         try await database.withConnection { connection in
             var stream: StreamPosition?
-            var roomBindings = PostgresBindings()
-            roomBindings.append(namespace)
-            roomBindings.append([room])
+            let roomBindings = PostgresBindings(namespace, [room])
             for row in try await connection.queryWhileOpen(ReadStreamTops.self, roomBindings, logger: logger) {
                 let (_, epoch, offset) = try row.decode((String, String, Int64).self)
                 stream = StreamPosition(epoch: epoch, offset: offset)
@@ -158,12 +148,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
             case .readAfter(let offset, let read): (after, top) = (offset, read)
             }
             var found: [StreamEmit] = []
-            var bindings = PostgresBindings()
-            bindings.append(namespace)
-            bindings.append(room)
-            bindings.append(top.epoch ?? "")
-            bindings.append(after)
-            bindings.append(top.offset)
+            let bindings = PostgresBindings(namespace, room, top.epoch ?? "", after, top.offset)
             for row in try await connection.queryWhileOpen(ReadRoomEmits.self, bindings, logger: logger) {
                 let (offset, packet, attachments, except) = try row.decode((Int64, String, [String], String?).self)
                 found.append(
@@ -186,11 +171,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         var found: [String: [StreamEmit]] = [:]
         var latest: [String: [String: String]] = [:]
         try await database.withConnection { connection in
-            var bindings = PostgresBindings()
-            bindings.append(rooms)
-            bindings.append(epochs)
-            bindings.append(afters)
-            bindings.append(namespace)
+            let bindings = PostgresBindings(rooms, epochs, afters, namespace)
             for row in try await connection.queryWhileOpen(CatchUp.self, bindings, logger: logger) {
                 let (kind, room, text, number, packet, attachments, except) = try row.decode(
                     (String, String, String, Int64?, String?, [String]?, String?).self)
@@ -316,16 +297,9 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     package func save(_ session: StoredSession) async throws {
-        var bindings = PostgresBindings()
-        bindings.append(session.pid)
-        bindings.append(session.namespace)
-        bindings.append(session.sid)
-        bindings.append(session.userId)
-        bindings.append(try Self.encodeRooms(session.rooms))
-        bindings.append(session.state.rawValue)
-        bindings.append(session.generation)
-        bindings.append(session.owner)
-        bindings.append(session.changedAt)
+        let bindings = PostgresBindings(
+            session.pid, session.namespace, session.sid, session.userId, try Self.encodeRooms(session.rooms),
+            session.state.rawValue, session.generation, session.owner, session.changedAt)
         try await database.execute(SaveSession.self, bindings)
     }
 
@@ -339,16 +313,13 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     package func end(pid: String, generation: Int) async throws {
-        var bindings = PostgresBindings()
-        bindings.append(pid)
-        bindings.append(generation)
+        let bindings = PostgresBindings(pid, generation)
         try await database.execute(EndSession.self, bindings)
     }
 
     package func session(pid: String) async throws -> StoredSession? {
         try await database.withConnection { connection in
-            var bindings = PostgresBindings()
-            bindings.append(pid)
+            let bindings = PostgresBindings(pid)
             for row in try await connection.queryWhileOpen(ReadSession.self, bindings, logger: logger) {
                 let (namespace, sid, userId, rooms, state, generation, owner, changedAt) = try row.decode(
                     (String, String, String?, String, String, Int, String, Date).self)
@@ -366,13 +337,9 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     package func claim(_ session: StoredSession) async throws -> Bool {
-        var bindings = PostgresBindings()
-        bindings.append(session.pid)
-        bindings.append(session.generation)
-        bindings.append(session.owner)
-        bindings.append(session.changedAt)
-        bindings.append(try Self.encodeRooms(session.rooms))
-        bindings.append(channel)
+        let bindings = PostgresBindings(
+            session.pid, session.generation, session.owner, session.changedAt, try Self.encodeRooms(session.rooms),
+            channel)
         return try await database.withConnection { connection in
             !(try await connection.queryWhileOpen(ClaimSession.self, bindings, logger: logger)).isEmpty
         }

@@ -46,13 +46,7 @@ package struct SocketPresence: Sendable {
     package func enter(
         socketId: String, room: String, userId: String, instanceId: String, now: Date, on connection: PostgresConnection
     ) async throws {
-        var bindings = PostgresBindings()
-        bindings.append(socketId)
-        bindings.append(room)
-        bindings.append(userId)
-        bindings.append(instanceId)
-        bindings.append(now)
-        bindings.append(inBackground.contains(socketId))
+        let bindings = PostgresBindings(socketId, room, userId, instanceId, now, inBackground.contains(socketId))
         try await connection.queryWhileOpen(enterStatement, bindings, logger: logger)
     }
 
@@ -73,13 +67,11 @@ package struct SocketPresence: Sendable {
         socketId: String, instanceId: String? = nil, disconnected: Bool = false, on connection: PostgresConnection
     ) async throws {
         if disconnected { inBackground.set(false, socketId: socketId) }
-        var bindings = PostgresBindings()
-        bindings.append(socketId)
         if let instanceId {
-            bindings.append(instanceId)
-            try await connection.queryWhileOpen(leaveOwnStatement, bindings, logger: logger)
+            try await connection.queryWhileOpen(
+                leaveOwnStatement, PostgresBindings(socketId, instanceId), logger: logger)
         } else {
-            try await connection.queryWhileOpen(leaveStatement, bindings, logger: logger)
+            try await connection.queryWhileOpen(leaveStatement, PostgresBindings(socketId), logger: logger)
         }
     }
 
@@ -88,10 +80,7 @@ package struct SocketPresence: Sendable {
     package func isPresent(userId: String, room: String, now: Date, on connection: PostgresConnection) async throws
         -> Bool
     {
-        var bindings = PostgresBindings()
-        bindings.append(room)
-        bindings.append(userId)
-        bindings.append(now - freshness)
+        let bindings = PostgresBindings(room, userId, now - freshness)
         return !(try await connection.queryWhileOpen(isPresentStatement, bindings, logger: logger)).isEmpty
     }
 

@@ -41,13 +41,9 @@ package struct Outbox: Sendable {
         let payloads = try envelopes.map { String(decoding: try ContractCoding.encode($0.envelope), as: UTF8.self) }
         for (payload, item) in zip(payloads, envelopes) { try Self.checkSize(of: payload, type: item.envelope.type) }
         let topics = Array(repeating: Payload.topic.rawValue, count: envelopes.count)
-        var bindings = PostgresBindings()
-        bindings.append(envelopes.map(\.envelope.eventId))
-        bindings.append(topics)
-        bindings.append(envelopes.map { $0.key ?? $0.envelope.aggregateId })
-        bindings.append(envelopes.map(\.envelope.type))
-        bindings.append(payloads)
-        bindings.append(channel)
+        let bindings = PostgresBindings(
+            envelopes.map(\.envelope.eventId), topics, envelopes.map { $0.key ?? $0.envelope.aggregateId },
+            envelopes.map(\.envelope.type), payloads, channel)
         try await connection.queryWhileOpen(EnqueueEvents.self, bindings, logger: logger)
     }
 

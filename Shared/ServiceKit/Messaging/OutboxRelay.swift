@@ -157,8 +157,7 @@ package final class OutboxRelay: Service, Sendable {
         while !Task.isCancelled {
             let rows = try await database.withConnection { connection in
                 var rows: [PendingRow] = []
-                var bindings = PostgresBindings()
-                bindings.append(settings.batchSize)
+                let bindings = PostgresBindings(settings.batchSize)
                 for row in try await connection.queryWhileOpen(PendingOutboxBatch.self, bindings, logger: logger) {
                     let (id, topic, key, payload, createdAt, attempts) = try row.decode(
                         (Int64, String, String, String, Date, Int).self)
@@ -207,8 +206,7 @@ package final class OutboxRelay: Service, Sendable {
             }
             try await database.withConnection { connection in
                 if !publishedIds.isEmpty {
-                    var bindings = PostgresBindings()
-                    bindings.append(publishedIds)
+                    let bindings = PostgresBindings(publishedIds)
                     try await connection.queryWhileOpen(MarkOutboxPublished.self, bindings, logger: logger)
                 }
                 for failure in failed {

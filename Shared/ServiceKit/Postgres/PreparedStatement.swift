@@ -72,3 +72,13 @@ extension Database {
         _ = try await withConnection { try await $0.queryWhileOpen(text, bindings, logger: logger) }
     }
 }
+
+extension PostgresBindings {
+    /// Binds `values` in order, the first as `$1`; nil binds NULL.
+    package init(_ values: (any PostgresDynamicTypeEncodable)?...) {
+        self.init(capacity: values.count)
+        for value in values {
+            if let value { append(value) } else { appendNull() }
+        }
+    }
+}

@@ -94,8 +94,7 @@ package struct ChatStore: Sendable {
     package func room(_ orderId: String, lock: RowLock = .none, on connection: PostgresConnection) async throws
         -> ChatRoom?
     {
-        var bindings = PostgresBindings()
-        bindings.append(orderId)
+        let bindings = PostgresBindings(orderId)
         let rows =
             switch lock {
             case .none: try await connection.queryWhileOpen(ReadRoom.self, bindings, logger: logger)
@@ -120,14 +119,7 @@ package struct ChatStore: Sendable {
         orderId: String, senderId: String?, senderRole: String, senderName: String, text: String, quickReplyId: String?,
         clientMessageId: String?, on connection: PostgresConnection
     ) async throws -> (message: ChatMessageView, isNew: Bool) {
-        var bindings = PostgresBindings()
-        bindings.append(orderId)
-        bindings.append(senderId)
-        bindings.append(senderRole)
-        bindings.append(senderName)
-        bindings.append(text)
-        bindings.append(quickReplyId)
-        bindings.append(clientMessageId)
+        let bindings = PostgresBindings(orderId, senderId, senderRole, senderName, text, quickReplyId, clientMessageId)
         for row in try await connection.queryWhileOpen(InsertMessage.self, bindings, logger: logger) {
             let message = try row.decode((Int64, String, String?, String, String, String, Date, String?).self)
             return (Self.view(message), true)

@@ -65,8 +65,7 @@ package struct OrderStore: Sendable {
     /// - Throws: 404 `NOT_FOUND` if there is none.
     package func order(_ id: UUID, forUpdate: Bool = false, on connection: PostgresConnection) async throws -> OrderView
     {
-        var bindings = PostgresBindings()
-        bindings.append(id)
+        let bindings = PostgresBindings(id)
         let rows =
             forUpdate
             ? try await connection.queryWhileOpen(ReadOrderForUpdate.self, bindings, logger: logger)
@@ -162,14 +161,9 @@ package struct OrderStore: Sendable {
 
     /// Writes the order's new state (status, rider, arrival) and bumps its version.
     package func update(_ order: OrderView, on connection: PostgresConnection) async throws {
-        var bindings = PostgresBindings()
-        bindings.append(order.status.rawValue)
-        bindings.append(order.rider?.id)
-        bindings.append(order.rider?.name)
-        bindings.append(order.riderArrivedAt)
-        bindings.append(order.version)
-        bindings.append(order.updatedAt)
-        bindings.append(UUID(uuidString: order.id))
+        let bindings = PostgresBindings(
+            order.status.rawValue, order.rider?.id, order.rider?.name, order.riderArrivedAt, order.version,
+            order.updatedAt, UUID(uuidString: order.id))
         try await connection.queryWhileOpen(UpdateOrder.self, bindings, logger: logger)
     }
 
@@ -196,16 +190,9 @@ package struct OrderStore: Sendable {
         on connection: PostgresConnection
     ) async throws {
         let json = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
-        var bindings = PostgresBindings()
-        bindings.append(UUID(uuidString: envelope.aggregateId))
-        bindings.append(aggregateType)
-        bindings.append(sequence)
-        bindings.append(envelope.eventId)
-        bindings.append(envelope.type)
-        bindings.append(actor?.id)
-        bindings.append(actor?.role.rawValue)
-        bindings.append(json)
-        bindings.append(envelope.occurredAt)
+        let bindings = PostgresBindings(
+            UUID(uuidString: envelope.aggregateId), aggregateType, sequence, envelope.eventId, envelope.type, actor?.id,
+            actor?.role.rawValue, json, envelope.occurredAt)
         try await connection.queryWhileOpen(RecordOrderEvent.self, bindings, logger: logger)
         try await outbox.enqueue(envelope, on: connection, logger: logger)
         // Last: the admins' room's stream stays locked from the emit to the commit, and every order emits to it.
