@@ -132,6 +132,10 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         return positions
     }
 
+    package func mark(_ id: String) async throws {
+        try await database.execute(SendMark.self, PostgresBindings(channel, "m\t" + id))
+    }
+
     package func emits(namespace: String, room: String, after position: StreamPosition, byteLimit: Int) async throws
         -> StreamRead
     {
@@ -388,6 +392,10 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
                     .latest(
                         namespace: String(fields[1]), room: String(fields[2]), key: String(fields[3]),
                         packet: String(fields[4])))
+            case "m":
+                let fields = line.split(separator: "\t", maxSplits: 1, omittingEmptySubsequences: false)
+                guard fields.count == 2 else { continue }
+                notices.append(.mark(String(fields[1])))
             case "s":
                 let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
                 guard fields.count == 4, let generation = Int(fields[2]) else { continue }
@@ -497,6 +505,11 @@ enum ReadStreamTops: PreparedStatementText {
     static let sql = """
         SELECT room, epoch, top FROM realtime_streams WHERE namespace = $1::text AND room = ANY($2::text[])
         """
+}
+
+/// Notifies channel $1 with $2 (a server's mark) when it commits: after every notification already queued.
+enum SendMark: PreparedStatementText {
+    static let sql = "SELECT pg_notify($1::text, $2::text)"
 }
 
 /// The emits of room $2 in namespace $1 in epoch $3, after offset $4 up to $5 (the top read first), oldest first.

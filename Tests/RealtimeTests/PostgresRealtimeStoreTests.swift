@@ -189,6 +189,53 @@ struct PostgresRealtimeStoreTests {
         }
     }
 
+    @Test("a mark comes back after the notice of every emit a positions read before it saw, while emits commit")
+    func markAfterPositions() async throws {
+        try await withTestDatabase { database in
+            let store = Self.store(database)
+            try await Self.following(store) { notices in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    // A namespace numbering in place and one numbering at commit, written without a pause.
+                    for (namespace, numbering) in [("/in-place", EmitNumbering.inPlace), ("/at-commit", .atCommit)] {
+                        group.addTask {
+                            while !Task.isCancelled {
+                                try await database.transaction { connection in
+                                    try await store.append(
+                                        RoomEmit(namespace: namespace, room: "busy", packet: #"2/m,["w"]"#),
+                                        toRooms: ["busy"], numbering: numbering, on: connection)
+                                }
+                            }
+                        }
+                    }
+                    var lastTops: [String: Int64] = [:]
+                    for round in 0..<40 {
+                        for namespace in ["/in-place", "/at-commit"] {
+                            let mark = "\(namespace)-\(round)"
+                            let top = try #require(
+                                try await store.positions(namespace: namespace, rooms: ["busy"])["busy"])
+                            try await store.mark(mark)
+                            try await eventually(timeout: .seconds(5), "mark \(mark)") {
+                                notices.withLock { $0.contains(.mark(mark)) }
+                            }
+                            let noticed = notices.withLock { told -> Set<Int64> in
+                                Set(
+                                    told.prefix { $0 != .mark(mark) }.compactMap { notice -> Int64? in
+                                        guard case .emit(namespace, _, let position, _) = notice else { return nil }
+                                        return position.offset
+                                    })
+                            }
+                            let missing = top.offset == 0 ? [] : (1...top.offset).filter { !noticed.contains($0) }
+                            #expect(missing.isEmpty, "\(mark): read at \(top); not noticed before the mark: \(missing)")
+                            lastTops[namespace] = top.offset
+                        }
+                    }
+                    group.cancelAll()
+                    #expect(lastTops.values.allSatisfy { $0 >= 40 }, "the writers kept writing: \(lastTops)")
+                }
+            }
+        }
+    }
+
     @Test("of ten concurrent claims of a session's next generation exactly one succeeds, and its old owner is told")
     func claimRace() async throws {
         try await withTestDatabase { database in

@@ -322,7 +322,10 @@ package final class SocketIONamespace: Sendable {
     private func closeFeedIfUnused(_ room: String, in members: inout Members) {
         guard members.rooms[room]?.isEmpty ?? true else { return }
         members.rooms.removeValue(forKey: room)
-        if let feed = members.feeds[room], feed.pins == 0 { members.feeds.removeValue(forKey: room) }
+        guard let feed = members.feeds[room], feed.pins == 0 else { return }
+        members.feeds.removeValue(forKey: room)
+        // Whoever waited for it to open (a session being written) goes on: the room is no longer followed here.
+        for waiter in feed.waiters { waiter.resume() }
     }
 
     /// Whether feed `id` of `room` is still open (the store's answer for a feed that closed is dropped).

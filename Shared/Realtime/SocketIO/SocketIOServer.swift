@@ -44,6 +44,17 @@ package final class SocketIOServer: EngineHandler, Sendable {
 
     private let following = Mutex(Following())
 
+    /// A mark sent to the store (``RealtimeStore/mark(_:)``) and not back yet.
+    private enum MarkWait {
+        case sent
+        case waiting(CheckedContinuation<Void, Never>)
+    }
+
+    private let marks = Mutex<(next: Int, waits: [String: MarkWait])>((0, [:]))
+
+    /// How long a feed that opens waits for its mark to come back through the notices before it opens anyway.
+    static let markTimeout = Duration.seconds(2)
+
     /// Whether the store's notices are followed: until then handshakes are refused (503), since nothing could be
     /// delivered to a new socket.
     package var acceptsSessions: Bool { following.withLock { $0.active } }
@@ -386,6 +397,8 @@ package final class SocketIOServer: EngineHandler, Sendable {
                     room: room, RoomFeed.Notice(position: position, emit: packet))
             case .latest(let name, let room, let key, let packet):
                 namespaces.withLock { $0[name] }?.deliverLatest(room: room, key: key, packet: packet)
+            case .mark(let id):
+                markCameBack(id)
             case .sessionClaimed(let pid, let generation, let owner):
                 guard owner != instanceId else { continue }
                 for namespace in namespaces.withLock({ Array($0.values) }) {
@@ -396,6 +409,59 @@ package final class SocketIOServer: EngineHandler, Sendable {
         }
     }
 
+    /// Where `rooms` stand, once every notice up to there has come: the notice of an emit that committed just
+    /// before the read can come after its answer (the notices travel on a connection of their own), and a feed
+    /// that opened at the read's positions would take it as delivered. The mark sent after the read comes back
+    /// behind every such notice, which a feed that still opens keeps.
+    private func positionsWithTheirNotices(_ namespace: String, rooms: [String]) async throws
+        -> [String: StreamPosition]
+    {
+        let positions = try await store.positions(namespace: namespace, rooms: rooms)
+        // Not following: nothing will come; following again makes every feed read what it may have missed.
+        guard following.withLock({ $0.active }) else { return positions }
+        let id = marks.withLock { marks in
+            marks.next += 1
+            let id = "\(instanceId)/\(marks.next)"
+            marks.waits[id] = .sent
+            return id
+        }
+        do {
+            try await store.mark(id)
+        } catch {
+            markCameBack(id)
+            throw error
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let back = self.marks.withLock { marks -> Bool in
+                        guard marks.waits[id] != nil else { return true }
+                        marks.waits[id] = .waiting(continuation)
+                        return false
+                    }
+                    if back { continuation.resume() }
+                }
+            }
+            group.addTask {
+                guard (try? await Task.sleep(for: Self.markTimeout)) != nil else { return }
+                if self.markCameBack(id) {
+                    self.logger.warning("a feed's mark did not come back through the store's notices; it opens anyway")
+                }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+        return positions
+    }
+
+    /// Mark `id` came back (or is given up): its waiter goes on. Whether it was still awaited.
+    @discardableResult
+    private func markCameBack(_ id: String) -> Bool {
+        let wait = marks.withLock { $0.waits.removeValue(forKey: id) }
+        if case .waiting(let continuation) = wait { continuation.resume() }
+        return wait != nil
+    }
+
     private func perform(_ item: StoreWork) async {
         var backoff = Duration.milliseconds(100)
         while !Task.isCancelled {
@@ -404,7 +470,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
                 case .positions(let namespace, let feeds):
                     let open = feeds.filter { namespace.isFeedOpen($0.room, feed: $0.feed) }
                     guard !open.isEmpty else { return }
-                    let positions = try await store.positions(namespace: namespace.name, rooms: open.map(\.room))
+                    let positions = try await positionsWithTheirNotices(namespace.name, rooms: open.map(\.room))
                     for (room, feed) in open {
                         namespace.opened(room: room, feed: feed, at: positions[room] ?? .start)
                     }

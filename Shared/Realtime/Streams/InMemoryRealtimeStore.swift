@@ -74,6 +74,12 @@ package final class InMemoryRealtimeStore: RealtimeStore {
         }
     }
 
+    package func mark(_ id: String) async throws {
+        state.withLock { state in
+            for follower in state.followers.values { follower([.mark(id)]) }
+        }
+    }
+
     package func emits(namespace: String, room: String, after position: StreamPosition, byteLimit: Int) async throws
         -> StreamRead
     {

@@ -80,6 +80,9 @@ package enum RealtimeNotice: Sendable, Equatable {
     case latest(namespace: String, room: String, key: String, packet: String)
     /// A session was restored by `owner` (another server's socket of it must go).
     case sessionClaimed(pid: String, generation: Int, owner: String)
+    /// A server's mark (``RealtimeStore/mark(_:)``): every notice of a change committed before it was sent came
+    /// first.
+    case mark(String)
 }
 
 /// What a store holds of a room's stream after a position.
@@ -196,6 +199,10 @@ package protocol RealtimeStore: Sendable {
 
     /// Where each of `rooms` stands now (``StreamPosition/start`` for a room with no stream).
     func positions(namespace: String, rooms: [String]) async throws -> [String: StreamPosition]
+
+    /// Sends every follower the notice ``RealtimeNotice/mark(_:)`` `id`, after the notices of every change committed
+    /// so far: a server that read positions knows, once its mark comes back, that it has every notice up to them.
+    func mark(_ id: String) async throws
 
     /// The emits of `room` after `position`, oldest first, when the store can show nothing after `position` is
     /// missing: as many as fit in `byteLimit` bytes (at least one).

@@ -4,7 +4,8 @@
 /// store before it goes on.
 ///
 /// Every emit committed after the feed began opening is delivered: notices that arrive while it opens are kept, and
-/// the first of them may come from just before the store was asked.
+/// the first of them may come from just before the store was asked. The server gives ``opened(at:)`` the store's
+/// answer only once every notice up to that answer has come (``RealtimeStore/mark(_:)``).
 package struct RoomFeed: Sendable {
     /// A notice of the room's stream: the emit's position, and the emit unless it came without its packet.
     package struct Notice: Sendable, Equatable {
