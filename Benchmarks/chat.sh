@@ -2,7 +2,7 @@
 # Chat benchmark: the chat service (release build) on its own Postgres and Tansu broker, then `chat-load`: ROOMS
 # rooms (a customer and a rider socket each), join-with-history timed, then RATE messages a second client to client.
 # With INSTANCES=2, two chat instances, each room's customer on one and its rider on the other.
-#   [INSTANCES=2] Benchmarks/chat.sh [ROOMS] [RATE] [SECONDS]
+#   [INSTANCES=2] Benchmarks/chat.sh [ROOMS] [RATE] [SECONDS] [chat-load options, e.g. --timeline]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rooms=${1:-1000}
@@ -17,7 +17,7 @@ urls=()
 for address in "${bench_addresses[@]}"; do urls+=("${address/http:/ws:}/socket.io/?EIO=4&transport=websocket"); done
 sleep 4  # the service's consumers join their groups
 "$bench_bin/chat-load" --url "$(IFS=,; echo "${urls[*]}")" --kafka "127.0.0.1:$bench_kafka_port" \
-    --rooms "$rooms" --rate "$rate" --seconds "$seconds" --key-dir "$DEV_KEY_DIR"
+    --rooms "$rooms" --rate "$rate" --seconds "$seconds" --key-dir "$DEV_KEY_DIR" "${@:4}"
 echo "events refused by the per-socket rate limit (each instance's /metrics; a refused message is not delivered):"
 for address in "${bench_addresses[@]}"; do
     curl -fsS "$address/metrics" | grep '^socketio_rate_limited_total' | sed "s|^|  $address |" || echo "  $address none"

@@ -25,6 +25,7 @@ struct ChatLoad: AsyncParsableCommand {
     @Option(help: "Messages per second.") var rate = 500
     @Option(help: "Seconds of messages.") var seconds = 20
     @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
+    @Flag(help: "Print each second's delivery latencies (by when the messages were sent).") var timeline = false
 
     func run() async throws {
         LoadOutput.lineBuffered()
@@ -71,6 +72,7 @@ struct ChatLoad: AsyncParsableCommand {
         print("published \(rooms) orders with riders; connecting \(rooms * 2) sockets to \(urls.count) instance(s)…")
         let joins = LatencySamples()
         let deliveries = LatencySamples()
+        let acknowledgements = LatencySamples()
         let sockets = SocketDirectory()
         try await withThrowingTaskGroup(of: Void.self) { group in
             var opened = 0
@@ -100,7 +102,7 @@ struct ChatLoad: AsyncParsableCommand {
             for tick in 0..<(seconds * 100) {
                 let due = rate * (tick + 1) / 100 - rate * tick / 100
                 for _ in 0..<due {
-                    senders[Int.random(in: 0..<senders.count)].sendMessage()
+                    senders[Int.random(in: 0..<senders.count)].sendMessage(recorder: acknowledgements)
                     sent += 1
                 }
                 deadline = deadline.advanced(by: .milliseconds(10))
@@ -108,6 +110,10 @@ struct ChatLoad: AsyncParsableCommand {
             }
             try await Task.sleep(for: .seconds(2))
             print("messages: sent \(sent), delivered \(deliveries.count); delivery latency \(deliveries.summary())")
+            print("the sender's acknowledgement (committed): \(acknowledgements.summary())")
+            if timeline {
+                for (second, samples) in deliveries.bySecond() { print("  second \(second): \(samples.summary())") }
+            }
             // Join with history again, steady state: 50 joins a second from connected sockets.
             let rejoins = LatencySamples()
             for index in 0..<min(500, senders.count) {
@@ -145,19 +151,19 @@ final class ChatSocketHandle: Sendable {
     let outbox: AsyncStream<String>.Continuation
     let orderId: String
     private let counter = Atomic<Int>(100)
-    private let pendingJoins = Mutex<[Int: (ContinuousClock.Instant, LatencySamples)]>([:])
+    private let pendingAcks = Mutex<[Int: (ContinuousClock.Instant, LatencySamples)]>([:])
 
     func sendJoin(recorder: LatencySamples) {
         let ack = counter.add(1, ordering: .relaxed).oldValue
-        pendingJoins.withLock { $0[ack] = (.now, recorder) }
+        pendingAcks.withLock { $0[ack] = (.now, recorder) }
         outbox.yield(#"42/chat,\#(ack)["join",{"orderId":"\#(orderId)"}]"#)
     }
 
-    /// An acknowledgement arrived: if it answers a timed join, record it.
+    /// An acknowledgement arrived: if it answers a timed join or message, record it.
     func acknowledged(_ text: String) {
         guard text.hasPrefix("43/chat,") else { return }
         let digits = text.dropFirst(8).prefix { $0.isNumber }
-        guard let id = Int(digits), let (start, recorder) = pendingJoins.withLock({ $0.removeValue(forKey: id) }) else {
+        guard let id = Int(digits), let (start, recorder) = pendingAcks.withLock({ $0.removeValue(forKey: id) }) else {
             return
         }
         recorder.add(since: start)
@@ -168,8 +174,9 @@ final class ChatSocketHandle: Sendable {
         self.orderId = orderId
     }
 
-    func sendMessage() {
+    func sendMessage(recorder: LatencySamples) {
         let ack = counter.add(1, ordering: .relaxed).oldValue
+        pendingAcks.withLock { $0[ack] = (.now, recorder) }
         let stamp = ContinuousClock.now - Clock.origin
         let nanoseconds = stamp.components.seconds * 1_000_000_000 + stamp.components.attoseconds / 1_000_000_000
         outbox.yield(
@@ -231,7 +238,9 @@ enum ChatSocket {
                             handle.acknowledged(text)
                         } else if text.hasPrefix(#"42/chat,["message""#), let range = text.range(of: #""text":"t:"#) {
                             let digits = text[range.upperBound...].prefix { $0.isNumber }
-                            if let stamp = Int64(digits) { deliveries.add(Clock.milliseconds(since: stamp)) }
+                            if let stamp = Int64(digits) {
+                                deliveries.add(Clock.milliseconds(since: stamp), sentAt: Double(stamp) / 1e9)
+                            }
                         }
                     }
                     outbox.finish()

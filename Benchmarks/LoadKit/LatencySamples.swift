@@ -4,12 +4,29 @@ import Synchronization
 /// Latency samples in milliseconds, safe to add from many tasks, summarised as percentiles.
 package final class LatencySamples: Sendable {
     private let values = Mutex<[Double]>([])
+    /// Samples by the whole second (of a load's clock) their operation began, when given.
+    private let seconds = Mutex<[Int: [Double]]>([:])
 
     package init() {}
 
     package var count: Int { values.withLock { $0.count } }
 
     package func add(_ milliseconds: Double) { values.withLock { $0.append(milliseconds) } }
+
+    /// Adds a sample whose operation began `sentAt` seconds into the load, for ``bySecond()``.
+    package func add(_ milliseconds: Double, sentAt: Double) {
+        add(milliseconds)
+        seconds.withLock { $0[Int(sentAt), default: []].append(milliseconds) }
+    }
+
+    /// The samples given with ``add(_:sentAt:)``, a set for each second, in order.
+    package func bySecond() -> [(second: Int, samples: LatencySamples)] {
+        seconds.withLock { $0 }.sorted { $0.key < $1.key }.map { second, values in
+            let samples = LatencySamples()
+            samples.values.withLock { $0 = values }
+            return (second, samples)
+        }
+    }
 
     /// Records the time from `start` until now.
     package func add(since start: ContinuousClock.Instant) { add(Self.milliseconds(ContinuousClock.now - start)) }
