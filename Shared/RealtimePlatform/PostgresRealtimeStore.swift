@@ -89,16 +89,12 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         _ emit: RoomEmit, toRooms rooms: [String], numbering: EmitNumbering = .inPlace,
         on connection: PostgresConnection
     ) async throws {
-        for room in rooms { try Self.checkNames(RoomEmit(namespace: emit.namespace, room: room, packet: "")) }
-        try Self.checkNames(emit)
-        guard !rooms.isEmpty else { return }
-        let attachments = emit.attachments.map { Data($0).base64EncodedString() }
-        // The packet comes with the notice when it fits (its room's feed reads it otherwise).
-        let longestRoom = rooms.max(by: { $0.utf8.count < $1.utf8.count }) ?? ""
-        let header = ["e", emit.namespace, longestRoom, "epoch-", "offset-9999999999", emit.except ?? ""]
-            .joined(separator: "\t")
-        let inline = attachments.isEmpty && header.utf8.count + 1 + emit.packet.utf8.count <= Self.notificationLimit
-        var bindings = PostgresBindings(emit.namespace, rooms, emit.packet, attachments, emit.except, inline)
+        guard !rooms.isEmpty else {
+            try Self.checkNames(emit)
+            return
+        }
+        var bindings = PostgresBindings()
+        try appendStagedEmitArguments(emit, toRooms: rooms, to: &bindings)
         switch numbering {
         case .inPlace:
             bindings.append(channel)
@@ -106,6 +102,44 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         case .atCommit:
             try await connection.queryWhileOpen(StageEmit.self, bindings, logger: logger)
         }
+    }
+
+    /// The call of the `realtime_emit` function (migration 0007), which numbers an emit in place, inside a statement
+    /// of the caller's (a change, its emit and its events in one round trip), its seven parameters numbered from
+    /// `first`; their values are ``appendEmitArguments(_:toRooms:to:)``'s.
+    package static func emitCall(parametersFrom first: Int) -> String {
+        sqlCall(
+            "realtime_emit", parameterTypes: ["text", "text[]", "text", "text[]", "text", "boolean", "text"],
+            from: first)
+    }
+
+    /// Appends the values of ``emitCall(parametersFrom:)`` that append `emit` to the stream of each of `rooms` (its
+    /// own room ignored) to `bindings`. Throws for names a notice cannot carry.
+    package func appendEmitArguments(_ emit: RoomEmit, toRooms rooms: [String], to bindings: inout PostgresBindings)
+        throws
+    {
+        try appendStagedEmitArguments(emit, toRooms: rooms, to: &bindings)
+        bindings.append(channel)
+    }
+
+    /// Appends the values of ``StageEmit`` (those of the emit call but the channel) to `bindings`.
+    private func appendStagedEmitArguments(
+        _ emit: RoomEmit, toRooms rooms: [String], to bindings: inout PostgresBindings
+    ) throws {
+        for room in rooms { try Self.checkNames(RoomEmit(namespace: emit.namespace, room: room, packet: "")) }
+        try Self.checkNames(emit)
+        let attachments = emit.attachments.map { Data($0).base64EncodedString() }
+        // The packet comes with the notice when it fits (its room's feed reads it otherwise).
+        let longestRoom = rooms.max(by: { $0.utf8.count < $1.utf8.count }) ?? ""
+        let header = ["e", emit.namespace, longestRoom, "epoch-", "offset-9999999999", emit.except ?? ""]
+            .joined(separator: "\t")
+        let inline = attachments.isEmpty && header.utf8.count + 1 + emit.packet.utf8.count <= Self.notificationLimit
+        bindings.append(emit.namespace)
+        bindings.append(rooms)
+        bindings.append(emit.packet)
+        bindings.append(attachments)
+        if let except = emit.except { bindings.append(except) } else { bindings.appendNull() }
+        bindings.append(inline)
     }
 
     /// Room and namespace names travel in tab-separated notices: a tab or a line break in one is refused.
@@ -467,29 +501,11 @@ package struct RealtimeEmitTooLarge: Error, CustomStringConvertible {
 /// Numbers an emit to each room in place and tells it on commit: $1 namespace, $2 rooms, $3 packet, $4
 /// attachments, $5 the socket left out, $6 whether the notice carries the packet, $7 the channel.
 enum AppendEmitInPlace: PreparedStatementText {
-    static let sql = """
-        WITH stream AS (
-            INSERT INTO realtime_streams AS s (namespace, room, epoch, top)
-            SELECT $1::text, wanted.room, substr(md5(random()::text || clock_timestamp()::text || wanted.room), 1, 8), 1
-            FROM unnest($2::text[]) WITH ORDINALITY AS wanted (room, position)
-            ORDER BY wanted.position
-            ON CONFLICT (namespace, room) DO UPDATE
-            SET top = s.top + 1,
-                updated_at = CASE WHEN s.updated_at < now() - interval '1 hour' THEN now() ELSE s.updated_at END
-            RETURNING room, epoch, top
-        ), written AS (
-            INSERT INTO realtime_emits (namespace, room, epoch, "offset", packet, attachments, except_socket)
-            SELECT $1::text, room, epoch, top, $3::text, $4::text[], $5::text
-            FROM stream
-        )
-        SELECT pg_notify($7::text, concat_ws(E'\\t', 'e', $1::text, room, epoch, top::text, coalesce($5::text, ''),
-                                             CASE WHEN $6::boolean THEN $3::text END))
-        FROM stream
-        """
+    static let sql = "SELECT " + PostgresRealtimeStore.emitCall(parametersFrom: 1)
 }
 
 /// Stages an emit to each room, numbered as the transaction commits (migration 0006): the same $1-$6 as
-/// ``AppendEmitInPlace``.
+/// ``AppendEmitInPlace`` (the trigger notifies its schema's channel).
 enum StageEmit: PreparedStatementText {
     static let sql = """
         INSERT INTO realtime_staged

@@ -137,6 +137,25 @@ package struct RealtimeEmitter: Sendable {
         try await emit(event, try SocketIOArguments(encoding: payload), toRoom: room, except: except, on: connection)
     }
 
+    /// The call that appends an emit in place inside a statement of the caller's (a change, its emit and its
+    /// events in one round trip), its parameters numbered from `first`; their values are
+    /// ``appendEmitArguments(_:_:toRoom:except:to:)``'s. It numbers in place whatever this emitter's numbering.
+    package static func emitCall(parametersFrom first: Int) -> String {
+        PostgresRealtimeStore.emitCall(parametersFrom: first)
+    }
+
+    /// Appends the values of ``emitCall(parametersFrom:)`` that emit `event` with `payload` to `room` (but the
+    /// socket `except`) to `bindings`.
+    package func appendEmitArguments(
+        _ event: String, _ payload: some Encodable, toRoom room: String, except: String? = nil,
+        to bindings: inout PostgresBindings
+    ) throws {
+        let (packet, attachments) = namespace.eventPacket(event, try SocketIOArguments(encoding: payload))
+        try store.appendEmitArguments(
+            RoomEmit(namespace: namespace.name, room: room, packet: packet, attachments: attachments, except: except),
+            toRooms: [room], to: &bindings)
+    }
+
     /// Emits one payload to every socket of `userId` when the transaction commits.
     package func emit(
         _ event: String, _ payload: some Encodable, toUser userId: String, on connection: PostgresConnection

@@ -37,14 +37,33 @@ package struct Outbox: Sendable {
         _ envelopes: [(envelope: EventEnvelope<Payload>, key: String?)], on connection: PostgresConnection,
         logger: Logger
     ) async throws {
-        if envelopes.isEmpty { return }
-        let payloads = try envelopes.map { String(decoding: try ContractCoding.encode($0.envelope), as: UTF8.self) }
-        for (payload, item) in zip(payloads, envelopes) { try Self.checkSize(of: payload, type: item.envelope.type) }
-        let topics = Array(repeating: Payload.topic.rawValue, count: envelopes.count)
-        let bindings = PostgresBindings(
-            envelopes.map(\.envelope.eventId), topics, envelopes.map { $0.key ?? $0.envelope.aggregateId },
-            envelopes.map(\.envelope.type), payloads, channel)
+        try await enqueue(envelopes.map { try OutboxEntry($0.envelope, key: $0.key) }, on: connection, logger: logger)
+    }
+
+    /// Adds encoded events in one statement, in order.
+    package func enqueue(_ entries: [OutboxEntry], on connection: PostgresConnection, logger: Logger) async throws {
+        if entries.isEmpty { return }
+        var bindings = PostgresBindings()
+        appendWriteArguments(entries, to: &bindings)
         try await connection.queryWhileOpen(EnqueueEvents.self, bindings, logger: logger)
+    }
+
+    /// The call of the `outbox_write` function (migration 0007) inside a statement of the caller's (a change, its
+    /// emit and its events in one round trip), its six parameters numbered from `first`; their values are
+    /// ``appendWriteArguments(_:to:)``'s.
+    package static func writeCall(parametersFrom first: Int) -> String {
+        sqlCall(
+            "outbox_write", parameterTypes: ["uuid[]", "text[]", "text[]", "text[]", "text[]", "text"], from: first)
+    }
+
+    /// Appends the values of ``writeCall(parametersFrom:)`` that write `entries` to `bindings`.
+    package func appendWriteArguments(_ entries: [OutboxEntry], to bindings: inout PostgresBindings) {
+        bindings.append(entries.map(\.eventId))
+        bindings.append(entries.map(\.topic))
+        bindings.append(entries.map(\.key))
+        bindings.append(entries.map(\.type))
+        bindings.append(entries.map(\.payload))
+        bindings.append(channel)
     }
 
     /// Adds an already encoded envelope (e.g. an event republished with its original id).
@@ -73,17 +92,35 @@ package struct Outbox: Sendable {
 }
 
 /// Writes events to the outbox and tells the relay on commit, in one round trip (the NOTIFY is delivered once per
-/// transaction however many rows were written): $1 event ids, $2 topics, $3 keys, $4 types, $5 payloads, $6 the
-/// relay's channel.
+/// transaction however many rows were written): ``Outbox/writeCall(parametersFrom:)``'s parameters from $1.
 enum EnqueueEvents: PreparedStatementText {
-    static let sql = """
-        WITH written AS (
-            INSERT INTO outbox (event_id, topic, message_key, event_type, payload)
-            SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[])
-            RETURNING id
-        )
-        SELECT pg_notify($6::text, '') FROM written LIMIT 1
-        """
+    static let sql = "SELECT " + Outbox.writeCall(parametersFrom: 1)
+}
+
+/// An event encoded for the outbox, checked against ``Outbox/maximumEventBytes``.
+package struct OutboxEntry: Sendable {
+    package var eventId: UUID
+    package var topic: String
+    /// The Kafka message key.
+    package var key: String
+    package var type: String
+    package var payload: String
+
+    /// `envelope` encoded, keyed by `key` (by default its aggregate id); throws ``EventTooLarge`` for one too large.
+    package init<Payload: EventPayload>(_ envelope: EventEnvelope<Payload>, key: String? = nil) throws {
+        let payload = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
+        try Outbox.checkSize(of: payload, type: envelope.type)
+        self.eventId = envelope.eventId
+        self.topic = Payload.topic.rawValue
+        self.key = key ?? envelope.aggregateId
+        self.type = envelope.type
+        self.payload = payload
+    }
+
+    /// `payload` in a new envelope for `aggregateId`.
+    package init<Payload: EventPayload>(_ payload: Payload, aggregateId: String, key: String? = nil) throws {
+        try self.init(EventEnvelope(aggregateId: aggregateId, payload: payload), key: key)
+    }
 }
 
 /// An event too large to publish; the request that would have written it is refused (413 `EVENT_TOO_LARGE`).

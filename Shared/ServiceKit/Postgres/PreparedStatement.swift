@@ -82,3 +82,10 @@ extension PostgresBindings {
         }
     }
 }
+
+/// The text of a call of the SQL function `name` whose arguments are parameters numbered from `first`, each cast to
+/// its type: `name($4::uuid[], $5::text)`. For a statement that places a shared write (an emit, the outbox's) after
+/// parameters of its own.
+package func sqlCall(_ name: String, parameterTypes types: [String], from first: Int) -> String {
+    name + "(" + types.enumerated().map { "$\(first + $0.offset)::\($0.element)" }.joined(separator: ", ") + ")"
+}

@@ -5,8 +5,8 @@ import PostgresNIO
 import RealtimePlatform
 import ServiceKit
 
-/// Chat's transactions: joining, sending (the message, its event and the push to an absent recipient in one
-/// transaction), reading history, and the rooms' projection of orders.events; decided by ``ChatRules``, stored
+/// Chat's transactions: joining, sending (the message, its emit, its event and the push to an absent recipient in
+/// one statement), reading history, and the rooms' projection of orders.events; decided by ``ChatRules``, stored
 /// through ``ChatStore``.
 package struct ChatWorkflow: Sendable {
     let database: Database
@@ -102,41 +102,47 @@ package struct ChatWorkflow: Sendable {
 
     /// Stores a message of `identity` (once per client message id), with its `message` emit to the room (but the
     /// sending socket), its `ChatMessageSent` and, as `CHAT_PUSH_POLICY` says (by default when the recipient has no
-    /// foreground socket in the room), a push, all in one transaction. `isNew` is false for a repeat.
+    /// foreground socket in the room), a push, all in one statement (`SendMessage`). `isNew` is false for a repeat.
     package func send(
         orderId: String, identity: Identity, clientMessageId: String, text: String, quickReplyId: String?,
         fromSocket socketId: String? = nil
     ) async throws -> (message: ChatMessageView, isNew: Bool) {
-        try await database.transaction { connection in
-            let room = try await store.room(orderId, on: connection)
+        // Two reads, then one statement that stores the message with its emit and its events: a transaction of one
+        // round trip where it was seven (`Benchmarks/chat.sh`, docs/benchmarks.md). Read in a read committed
+        // transaction, the room was no more consistent than this.
+        try await database.withConnection { connection in
+            let (room, messageId) = try await store.roomForSending(orderId, on: connection)
             try ChatRules.requireSend(room, by: identity)
             let senderName = ChatRules.senderName(of: identity, in: room)
-            let (message, isNew) = try await store.insert(
-                orderId: orderId, senderId: identity.userId, senderRole: identity.role.rawValue, senderName: senderName,
-                text: text, quickReplyId: quickReplyId, clientMessageId: clientMessageId, on: connection
-            )
-            guard isNew else { return (message, false) }
-            try await emits.emit(
-                "message", message, toRoom: ChatRoom.socketRoom(orderId), except: socketId, on: connection)
-            try await outbox.enqueue(
-                ChatMessageSent(
-                    messageId: message.id, orderId: orderId, senderId: identity.userId, senderRole: identity.role,
-                    senderName: senderName, text: text, clientMessageId: clientMessageId, sentAt: message.sentAt
-                ),
-                aggregateId: orderId, on: connection, logger: logger
-            )
-            guard let recipient = room?.counterpart(of: identity.userId) else { return (message, true) }
-            var pushed = settings.pushPolicy == .always
-            if !pushed {
-                pushed = try await !presence.isPresent(userId: recipient, room: orderId, now: now(), on: connection)
+            let sentAt = now()
+            let message = ChatMessageView(
+                id: String(messageId), orderId: orderId, senderId: identity.userId,
+                senderRole: identity.role.rawValue, senderName: senderName, text: text,
+                sentAt: Date(timeIntervalSince1970: (sentAt.timeIntervalSince1970 * 1000).rounded() / 1000),
+                clientMessageId: clientMessageId)
+            var events = [
+                try OutboxEntry(
+                    ChatMessageSent(
+                        messageId: message.id, orderId: orderId, senderId: identity.userId, senderRole: identity.role,
+                        senderName: senderName, text: text, clientMessageId: clientMessageId, sentAt: message.sentAt),
+                    aggregateId: orderId)
+            ]
+            if let recipient = room?.counterpart(of: identity.userId) {
+                var pushed = settings.pushPolicy == .always
+                if !pushed {
+                    pushed = try await !presence.isPresent(
+                        userId: recipient, room: orderId, now: sentAt, on: connection)
+                }
+                if pushed {
+                    events.append(
+                        try OutboxEntry(
+                            ChatRules.push(for: message, orderId: orderId, recipient: recipient),
+                            aggregateId: recipient))
+                }
             }
-            if pushed {
-                try await outbox.enqueue(
-                    ChatRules.push(for: message, orderId: orderId, recipient: recipient), aggregateId: recipient,
-                    on: connection, logger: logger
-                )
-            }
-            return (message, true)
+            return try await store.send(
+                message, messageId: messageId, quickReplyId: quickReplyId, emits: emits, except: socketId,
+                events: events, outbox: outbox, on: connection)
         }
     }
 

@@ -124,6 +124,18 @@ package struct ChatStore: Sendable {
             let message = try row.decode((Int64, String, String?, String, String, String, Date, String?).self)
             return (Self.view(message), true)
         }
+        return (
+            try await earlier(orderId: orderId, senderId: senderId, clientMessageId: clientMessageId, on: connection),
+            false
+        )
+    }
+
+    /// The message `senderId` sent in the room with `clientMessageId`, which a repeat found stored.
+    private func earlier(
+        orderId: String, senderId: String?, clientMessageId: String?, on connection: PostgresConnection
+    )
+        async throws -> ChatMessageView
+    {
         let existing = try await connection.queryWhileOpen(
             """
             SELECT id, order_id, sender_id, sender_role, sender_name, text, sent_at, client_message_id FROM chat_messages
@@ -131,9 +143,48 @@ package struct ChatStore: Sendable {
             """, logger: logger
         )
         for try await row in existing.decode((Int64, String, String?, String, String, String, Date, String?).self) {
-            return (Self.view(row), false)
+            return Self.view(row)
         }
         throw ChatStoreInconsistency(orderId: orderId, clientMessageId: clientMessageId)
+    }
+
+    /// The room a message is sent to, and the id the message will have (drawn now: its `message` emit carries it).
+    package func roomForSending(_ orderId: String, on connection: PostgresConnection) async throws
+        -> (room: ChatRoom?, messageId: Int64)
+    {
+        for row in try await connection.queryWhileOpen(
+            ReadRoomForSending.self, PostgresBindings(orderId), logger: logger)
+        {
+            let (orderId, customerId, riderId, riderName, status, messageId) = try row.decode(
+                (String, String, String?, String?, ChatRoom.Status, Int64).self)
+            let room = ChatRoom(
+                orderId: orderId, customerId: customerId,
+                rider: riderId.map { PersonRef(id: $0, name: riderName ?? "") }, status: status)
+            return (room, messageId)
+        }
+        return (nil, 0)
+    }
+
+    /// Stores `message`, its `message` emit and its `events` in one statement (its own transaction), unless its
+    /// sender already sent its client message id in the room; returns the message stored (the earlier one then)
+    /// and whether it is new.
+    package func send(
+        _ message: ChatMessageView, messageId: Int64, quickReplyId: String?, emits: RealtimeEmitter,
+        except socketId: String?, events: [OutboxEntry], outbox: Outbox, on connection: PostgresConnection
+    ) async throws -> (message: ChatMessageView, isNew: Bool) {
+        var bindings = PostgresBindings(
+            messageId, message.orderId, message.senderId, message.senderRole, message.senderName, message.text,
+            quickReplyId, message.clientMessageId, message.sentAt)
+        try emits.appendEmitArguments(
+            "message", message, toRoom: ChatRoom.socketRoom(message.orderId), except: socketId, to: &bindings)
+        outbox.appendWriteArguments(events, to: &bindings)
+        if try await !connection.queryWhileOpen(SendMessage.self, bindings, logger: logger).isEmpty {
+            return (message, true)
+        }
+        let stored = try await earlier(
+            orderId: message.orderId, senderId: message.senderId, clientMessageId: message.clientMessageId,
+            on: connection)
+        return (stored, false)
     }
 
     /// Messages of a room, newest first, before `before` (a message id) when given.
@@ -220,6 +271,30 @@ enum InsertMessage: PreparedStatementText {
         VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text)
         ON CONFLICT (order_id, sender_id, client_message_id) WHERE client_message_id IS NOT NULL DO NOTHING
         RETURNING id, order_id, sender_id, sender_role, sender_name, text, sent_at, client_message_id
+        """
+}
+
+/// ``ReadRoom`` with the next message id.
+enum ReadRoomForSending: PreparedStatementText {
+    static let sql = """
+        SELECT order_id, customer_id, rider_id, rider_name, status, nextval('chat_messages_id_seq')
+        FROM chat_rooms WHERE order_id = $1::text
+        """
+}
+
+/// Stores a message (ids and time given: $1 id, $2 order, $3 sender, $4 role, $5 name, $6 text, $7 quick reply,
+/// $8 client message id, $9 sent at) with its emit ($10-$16) and its events ($17-$22), unless its sender already
+/// sent client message id $8 in the room; a row when stored.
+enum SendMessage: PreparedStatementText {
+    static let sql = """
+        WITH message AS (
+            INSERT INTO chat_messages
+                (id, order_id, sender_id, sender_role, sender_name, text, quick_reply_id, client_message_id, sent_at)
+            VALUES ($1::bigint, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::timestamptz)
+            ON CONFLICT (order_id, sender_id, client_message_id) WHERE client_message_id IS NOT NULL DO NOTHING
+            RETURNING id
+        )
+        SELECT \(RealtimeEmitter.emitCall(parametersFrom: 10)), \(Outbox.writeCall(parametersFrom: 17)) FROM message
         """
 }
 
