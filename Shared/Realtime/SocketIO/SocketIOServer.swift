@@ -443,8 +443,9 @@ package final class SocketIOServer: EngineHandler, Sendable {
                 }
             }
             group.addTask {
-                guard (try? await Task.sleep(for: Self.markTimeout)) != nil else { return }
-                if self.markCameBack(id) {
+                // Cancelled (the server stops), the wait ends too: its mark may never come back.
+                try? await Task.sleep(for: Self.markTimeout)
+                if self.markCameBack(id), !Task.isCancelled {
                     self.logger.warning("a feed's mark did not come back through the store's notices; it opens anyway")
                 }
             }
