@@ -45,11 +45,14 @@ package final class SocketIONamespace: Sendable {
         var feed = RoomFeed()
         var id: Int
         var pins = 0
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        /// Whether a task waits for it to open (in ``feedOpenings``).
+        var awaited = false
     }
 
     private let registry = Mutex(Registry())
     private let members = Mutex(Members())
+    /// Tasks waiting for a feed to open, by feed id.
+    private let feedOpenings = Waiters<Int>()
 
     init(name: String, server: SocketIOServer, logger: Logger) {
         self.name = name
@@ -145,6 +148,10 @@ package final class SocketIONamespace: Sendable {
     }
 
     var recoveryCheck: RecoveryCheck? { registry.withLock { $0.recoveryCheck } }
+
+    /// How long a session write or a restore waits at a time for a room's feed to open (the store's answer, and its
+    /// mark).
+    static let openTimeout = Duration.seconds(5)
 
     /// Runs after a socket connected (and joined its own rooms), or was recovered (``SocketIOSocket/recovered``).
     package func onConnect(_ handler: @escaping @Sendable (SocketIOSocket) async -> Void) {
@@ -325,7 +332,7 @@ package final class SocketIONamespace: Sendable {
         guard let feed = members.feeds[room], feed.pins == 0 else { return }
         members.feeds.removeValue(forKey: room)
         // Whoever waited for it to open (a session being written) goes on: the room is no longer followed here.
-        for waiter in feed.waiters { waiter.resume() }
+        if feed.awaited { feedOpenings.resume(feed.id) }
     }
 
     /// Whether feed `id` of `room` is still open (the store's answer for a feed that closed is dropped).
@@ -400,9 +407,9 @@ package final class SocketIONamespace: Sendable {
                 for socket in (members.rooms[room] ?? [:]).values { socket.dropConnection() }
             }
         }
-        if var feed = members.feeds[room], feed.feed.state != .opening, !feed.waiters.isEmpty {
-            for waiter in feed.waiters { waiter.resume() }
-            feed.waiters = []
+        if var feed = members.feeds[room], feed.awaited, feed.feed.state != .opening {
+            feedOpenings.resume(feed.id)
+            feed.awaited = false
             members.feeds[room] = feed
         }
     }
@@ -449,16 +456,18 @@ package final class SocketIONamespace: Sendable {
         }
     }
 
-    /// Waits until the feed of `room` has opened (at once if it is not opening, or gone).
-    func untilOpened(_ room: String) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = members.withLock { members -> Bool in
-                guard members.feeds[room]?.feed.state == .opening else { return true }
-                members.feeds[room]?.waiters.append(continuation)
-                return false
-            }
-            if ready { continuation.resume() }
+    /// Waits until the feed of `room` has opened (at once if it is not opening, or gone), at most `timeout`. Whether
+    /// it is no longer opening.
+    @discardableResult
+    func untilOpened(_ room: String, timeout: Duration) async -> Bool {
+        let ticket = members.withLock { members -> Waiters<Int>.Ticket? in
+            guard var feed = members.feeds[room], feed.feed.state == .opening else { return nil }
+            feed.awaited = true
+            members.feeds[room] = feed
+            return feedOpenings.register(feed.id)
         }
+        guard let ticket else { return true }
+        return await feedOpenings.wait(ticket, timeout: timeout)
     }
 
     /// Restores `socket` into its rooms from the client's `positions`: sends what it missed up to where each room's

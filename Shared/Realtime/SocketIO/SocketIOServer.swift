@@ -44,13 +44,9 @@ package final class SocketIOServer: EngineHandler, Sendable {
 
     private let following = Mutex(Following())
 
-    /// A mark sent to the store (``RealtimeStore/mark(_:)``) and not back yet.
-    private enum MarkWait {
-        case sent
-        case waiting(CheckedContinuation<Void, Never>)
-    }
-
-    private let marks = Mutex<(next: Int, waits: [String: MarkWait])>((0, [:]))
+    /// Feeds that open, waiting for their marks (``RealtimeStore/mark(_:)``) to come back through the notices.
+    private let marks = Waiters<String>()
+    private let markNumbers = Atomic<Int>(0)
 
     /// How long a feed that opens waits for its mark to come back through the notices before it opens anyway.
     static let markTimeout = Duration.seconds(2)
@@ -265,7 +261,12 @@ package final class SocketIOServer: EngineHandler, Sendable {
             namespace.opened(room: room, feed: feed, at: caughtUp[room]?.top ?? .start)
         }
         let rooms = (await allowed).intersection(sessionRooms)
-        for room in rooms { await namespace.untilOpened(room) }
+        for room in rooms {
+            guard await namespace.untilOpened(room, timeout: SocketIONamespace.openTimeout) else {
+                logger.warning("a recovering socket's room could not be followed in time")
+                return .failure(.emitsNoLongerHeld)
+            }
+        }
         let positions = allPositions.filter { rooms.contains($0.key) }
         var replay: [String: (emits: [StreamEmit], top: StreamPosition)] = [:]
         var latest: [String: [String: String]] = [:]
@@ -398,7 +399,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
             case .latest(let name, let room, let key, let packet):
                 namespaces.withLock { $0[name] }?.deliverLatest(room: room, key: key, packet: packet)
             case .mark(let id):
-                markCameBack(id)
+                marks.resume(id)
             case .sessionClaimed(let pid, let generation, let owner):
                 guard owner != instanceId else { continue }
                 for namespace in namespaces.withLock({ Array($0.values) }) {
@@ -419,48 +420,19 @@ package final class SocketIOServer: EngineHandler, Sendable {
         let positions = try await store.positions(namespace: namespace, rooms: rooms)
         // Not following: nothing will come; following again makes every feed read what it may have missed.
         guard following.withLock({ $0.active }) else { return positions }
-        let id = marks.withLock { marks in
-            marks.next += 1
-            let id = "\(instanceId)/\(marks.next)"
-            marks.waits[id] = .sent
-            return id
-        }
+        let id = "\(instanceId)/\(markNumbers.add(1, ordering: .relaxed).newValue)"
+        let ticket = marks.register(id)
         do {
             try await store.mark(id)
         } catch {
-            markCameBack(id)
+            marks.resume(id)
             throw error
         }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                await withCheckedContinuation { continuation in
-                    let back = self.marks.withLock { marks -> Bool in
-                        guard marks.waits[id] != nil else { return true }
-                        marks.waits[id] = .waiting(continuation)
-                        return false
-                    }
-                    if back { continuation.resume() }
-                }
-            }
-            group.addTask {
-                // Cancelled (the server stops), the wait ends too: its mark may never come back.
-                try? await Task.sleep(for: Self.markTimeout)
-                if self.markCameBack(id), !Task.isCancelled {
-                    self.logger.warning("a feed's mark did not come back through the store's notices; it opens anyway")
-                }
-            }
-            await group.next()
-            group.cancelAll()
+        // Cancelled (the server stops), the wait ends too: its mark may never come back.
+        if !(await marks.wait(ticket, timeout: Self.markTimeout)), !Task.isCancelled {
+            logger.warning("a feed's mark did not come back through the store's notices; it opens anyway")
         }
         return positions
-    }
-
-    /// Mark `id` came back (or is given up): its waiter goes on. Whether it was still awaited.
-    @discardableResult
-    private func markCameBack(_ id: String) -> Bool {
-        let wait = marks.withLock { $0.waits.removeValue(forKey: id) }
-        if case .waiting(let continuation) = wait { continuation.resume() }
-        return wait != nil
     }
 
     private func perform(_ item: StoreWork) async {

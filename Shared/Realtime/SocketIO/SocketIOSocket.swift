@@ -256,7 +256,12 @@ package final class SocketIOSocket: Sendable {
         guard let pid else { return }
         while true {
             let pending = state.withLock { state in state.joinedAt.filter { $0.value == nil }.map(\.key) }
-            for room in pending { await namespace.untilOpened(room) }
+            for room in pending {
+                while !(await namespace.untilOpened(room, timeout: SocketIONamespace.openTimeout)) {
+                    // Stopping: the session stays as last written rather than name a position not known.
+                    try Task.checkCancellation()
+                }
+            }
             let (snapshot, version) = state.withLock { state -> (StoredSession?, Int) in
                 guard !state.ended else { return (nil, state.roomsVersion) }
                 var rooms: [String: StreamPosition] = [:]
