@@ -297,6 +297,13 @@ struct LocationSteppedDeadlineTests {
         #expect(result["travel_mode_on_again"]?["body"]?["state"]?.stringValue == "live")
         #expect(result["arrived"]?["state"]?.stringValue == "ended")
         #expect(result["arrived"]?["message"]?.stringValue == "The technician has arrived.")
+        // Every change counts the job's version up, in the view, the events and the REST answers alike.
+        let versions = [
+            result["assigned"]?["version"], result["waiting"]?[0]?["version"],
+            result["travel_mode_on"]?["body"]?["version"],
+            result["stale"]?[0]?["version"], result["arrived"]?["version"],
+        ].map { $0?.doubleValue ?? -1 }
+        #expect(versions.first ?? -1 >= 0 && zip(versions, versions.dropFirst()).allSatisfy { $0 < $1 }, "\(versions)")
         let events = result["events"]?.arrayValue.compactMap { $0[0]?.stringValue } ?? []
         #expect(
             events == ["TrackingStarted", "TrackingStopped", "TrackingStarted", "TrackingStopped"],

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -71,10 +71,16 @@ def find(driver, css):
 
 def text_of(driver, css, pattern, seconds=20):
     """Waits until the element's text matches `pattern` (a regular expression); returns the text."""
+    seen = []
+
     def probe(d):
         elements = d.find_elements(By.CSS_SELECTOR, css)
-        return next((e.text for e in elements if re.search(pattern, e.text)), False)
-    return wait(driver, probe, seconds, f"{css} to read /{pattern}/")
+        seen[:] = [e.text for e in elements]
+        return next((text for text in seen if re.search(pattern, text)), False)
+    try:
+        return wait(driver, probe, seconds, f"{css} to read /{pattern}/")
+    except TimeoutException as timeout:
+        raise TimeoutException(f"{timeout.msg}; it read {seen!r}") from None
 
 
 # Every visible control of the page: its accessible name (a label, aria-label or text) and its size. Inline links in

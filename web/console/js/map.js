@@ -104,8 +104,9 @@ export class TrackingPanel {
     try {
       const view = await ack(this.tracking, "track", { jobId: this.jobId });
       this.view = view;
-      await this.status(view);
       this.placeDestination(view.destination);
+      // A `tracking_status` of a later change can arrive before the answer: it stays.
+      if (!(await this.status(view))) return;
       if (view.lastLocation) this.move(view.lastLocation);
       if (view.eta) this.showEta(view.eta);
     } catch (error) {
@@ -113,7 +114,12 @@ export class TrackingPanel {
     }
   }
 
-  async status({ state, message, lastUpdatedAt, destination }) {
+  /** Shows a state (a `tracking_status`, or the state part of a view); false for one older than what is shown. */
+  async status({ state, message, lastUpdatedAt, destination, version }) {
+    if (version !== undefined) {
+      if (version < this.version) return false;
+      this.version = version;
+    }
     this.state = state;
     this.lastUpdatedAt = lastUpdatedAt ?? this.lastUpdatedAt;
     // While live or stale the map speaks for itself (stale says "ETA recalculating" where the ETA was).
@@ -136,6 +142,7 @@ export class TrackingPanel {
     }
     if (state === "stale") this.eta.textContent = message ?? "ETA recalculating";
     this.showUpdated();
+    return true;
   }
 
   /** The destination's marker, once the map and the destination are both known. */

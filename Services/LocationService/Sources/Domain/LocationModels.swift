@@ -150,6 +150,8 @@ package struct TrackingJob: Sendable, Equatable {
     package var travelMode: Bool
     package var travelModeSince: Date?
     package var trackingStartedAt: Date?
+    /// Counts the job's changes (0 when created): apps keep the newest of what reaches them.
+    package var version = 0
 
     package init(jobId: String, kind: JobKind, customerId: String, courierId: String?, destination: Destination) {
         self.jobId = jobId
@@ -195,6 +197,16 @@ package struct TrackingStatus: Codable, Sendable, Equatable {
     package var state: TrackingState
     package var message: String
     package var lastUpdatedAt: Date?
+    /// The job's ``TrackingJob/version``: an app ignores a status or view older than one it has.
+    package var version: Int
+
+    package init(_ job: TrackingJob, lastUpdatedAt: Date?) {
+        self.jobId = job.jobId
+        self.state = job.state
+        self.message = job.message
+        self.lastUpdatedAt = lastUpdatedAt
+        self.version = job.version
+    }
 }
 
 /// The `location` event.
@@ -217,6 +229,8 @@ package struct TrackingView: Codable, Sendable, Equatable, ResponseEncodable {
     package var destination: Destination
     package var eta: EtaUpdate?
     package var travelMode: Bool
+    /// The job's ``TrackingJob/version``.
+    package var version: Int
 }
 
 /// What became of one position of a queued batch (`POST /v1/couriers/me/positions`).

@@ -234,7 +234,7 @@ package final class TrackingHub: Sendable {
         var view = TrackingView(
             jobId: job.jobId, kind: job.kind, state: job.state, message: job.message, lastUpdatedAt: nil,
             lastLocation: nil,
-            destination: job.destination, eta: nil, travelMode: job.travelMode
+            destination: job.destination, eta: nil, travelMode: job.travelMode, version: job.version
         )
         if job.state.sharesLocation, let courierId = job.courierId, let latest = book.latest(courierId) {
             view.lastLocation = Self.location(job.jobId, latest.position)
@@ -283,7 +283,7 @@ package final class TrackingHub: Sendable {
             let lastUpdatedAt = job.state.sharesLocation ? latest?.position.recordedAt : nil
             try await emits.emit(
                 "tracking_status",
-                TrackingStatus(jobId: job.jobId, state: job.state, message: job.message, lastUpdatedAt: lastUpdatedAt),
+                TrackingStatus(job, lastUpdatedAt: lastUpdatedAt),
                 toRoom: Self.room(job.jobId), on: connection)
         }
         return jobs

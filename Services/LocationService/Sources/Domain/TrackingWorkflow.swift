@@ -205,6 +205,7 @@ package struct TrackingWorkflow: Sendable {
         let before = job
         let change = update(&job)
         guard job != before else { return [] }
+        job.version += 1
         try await store.save(job, on: connection)
         if let change, let courierId = job.courierId {
             let now = self.now()

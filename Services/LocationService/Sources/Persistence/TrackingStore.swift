@@ -18,7 +18,7 @@ package struct TrackingStore: Sendable {
 
     private static let columns = """
         job_id, kind, customer_id, courier_id, destination_lat, destination_lng, destination_label, phase,
-        travel_mode, travel_mode_since, state, end_reason, tracking_started_at
+        travel_mode, travel_mode_since, state, end_reason, tracking_started_at, version
         """
 
     /// The job `jobId`, locked for the transaction when `forUpdate`.
@@ -66,7 +66,7 @@ package struct TrackingStore: Sendable {
         )
     }
 
-    /// Writes every field of `job` that may change.
+    /// Writes every field of `job` that may change (the job is locked: its version is the one read, counted up).
     package func save(_ job: TrackingJob, on connection: PostgresConnection) async throws {
         try await connection.queryWhileOpen(
             """
@@ -74,7 +74,7 @@ package struct TrackingStore: Sendable {
                    destination_lng = \(job.destination.lng), destination_label = \(job.destination.label),
                    phase = \(job.phase), travel_mode = \(job.travelMode), travel_mode_since = \(job.travelModeSince),
                    state = \(job.state), end_reason = \(job.endReason), tracking_started_at = \(job.trackingStartedAt),
-                   updated_at = now()
+                   version = \(job.version), updated_at = now()
             WHERE job_id = \(job.jobId)
             """, logger: logger
         )
@@ -86,7 +86,7 @@ package struct TrackingStore: Sendable {
         for try await row in rows.decode(
             (
                 String, JobKind, String, String?, Double, Double, String, JobPhase, Bool, Date?, TrackingState,
-                TrackingStopReason?, Date?
+                TrackingStopReason?, Date?, Int
             ).self
         ) {
             var job = TrackingJob(
@@ -98,6 +98,7 @@ package struct TrackingStore: Sendable {
             job.state = row.10
             job.endReason = row.11
             job.trackingStartedAt = row.12
+            job.version = row.13
             jobs.append(job)
         }
         return jobs

@@ -49,7 +49,7 @@ struct LocationRoutes: Sendable {
                 return job
             }
             await hub.after([job])
-            return TrackingStatus(jobId: job.jobId, state: job.state, message: job.message, lastUpdatedAt: nil)
+            return TrackingStatus(job, lastUpdatedAt: nil)
         }
         api.get("tracking/:jobId") { _, context in
             let identity = try context.requireIdentity()
