@@ -76,7 +76,7 @@ package struct SocketPresence: Sendable {
     }
 
     /// Whether `userId` has a socket in `room` on any instance, seen within ``freshness`` before `now`, whose app
-    /// is in the foreground.
+    /// is in the foreground (``PresenceTable/presentCondition(room:user:since:)``).
     package func isPresent(userId: String, room: String, now: Date, on connection: PostgresConnection) async throws
         -> Bool
     {
@@ -116,6 +116,17 @@ package protocol PresenceTable {
 
 extension PresenceTable {
     package static var roomColumn: String { "room" }
+
+    /// SQL true when user `user` has a socket in room `room`, seen after `since`, whose app is in the foreground
+    /// (each argument an SQL expression): ``SocketPresence/isPresent(userId:room:now:on:)``'s test, for a
+    /// statement that reads presence with other things.
+    package static func presentCondition(room: String, user: String, since: String) -> String {
+        """
+        EXISTS (SELECT 1 FROM \(table) AS present
+                WHERE present.\(roomColumn) = \(room) AND present.user_id = \(user) AND present.seen_at > \(since)
+                      AND NOT present.in_background)
+        """
+    }
 }
 
 /// Records socket $1 of user $3 on instance $4 in room $2 at $5, in the background as $6 says.
@@ -144,9 +155,7 @@ enum LeaveOwnPresence<Table: PresenceTable>: PreparedStatementText {
 enum IsPresent<Table: PresenceTable>: PreparedStatementText {
     static var sql: String {
         """
-        SELECT 1 FROM \(Table.table)
-        WHERE \(Table.roomColumn) = $1::text AND user_id = $2::text AND seen_at > $3::timestamptz AND NOT in_background
-        LIMIT 1
+        SELECT 1 WHERE \(Table.presentCondition(room: "$1::text", user: "$2::text", since: "$3::timestamptz"))
         """
     }
 }

@@ -107,14 +107,15 @@ package struct ChatWorkflow: Sendable {
         orderId: String, identity: Identity, clientMessageId: String, text: String, quickReplyId: String?,
         fromSocket socketId: String? = nil
     ) async throws -> (message: ChatMessageView, isNew: Bool) {
-        // Two reads, then one statement that stores the message with its emit and its events: a transaction of one
-        // round trip where it was seven (`Benchmarks/chat.sh`, docs/benchmarks.md). Read in a read committed
-        // transaction, the room was no more consistent than this.
-        try await database.withConnection { connection in
-            let (room, messageId) = try await store.roomForSending(orderId, on: connection)
+        // One read (the room, the message's id, who is present), then one statement that stores the message with
+        // its emit and its events: two round trips where a transaction took seven (`Benchmarks/chat.sh`,
+        // docs/benchmarks.md). Read in a read committed transaction, the room was no more consistent than this.
+        let sentAt = now()
+        return try await database.withConnection { connection in
+            let (room, messageId, present) = try await store.roomForSending(
+                orderId, presentSince: sentAt - presence.freshness, on: connection)
             try ChatRules.requireSend(room, by: identity)
             let senderName = ChatRules.senderName(of: identity, in: room)
-            let sentAt = now()
             let message = ChatMessageView(
                 id: String(messageId), orderId: orderId, senderId: identity.userId,
                 senderRole: identity.role.rawValue, senderName: senderName, text: text,
@@ -128,12 +129,7 @@ package struct ChatWorkflow: Sendable {
                     aggregateId: orderId)
             ]
             if let recipient = room?.counterpart(of: identity.userId) {
-                var pushed = settings.pushPolicy == .always
-                if !pushed {
-                    pushed = try await !presence.isPresent(
-                        userId: recipient, room: orderId, now: sentAt, on: connection)
-                }
-                if pushed {
+                if settings.pushPolicy == .always || !present.contains(recipient) {
                     events.append(
                         try OutboxEntry(
                             ChatRules.push(for: message, orderId: orderId, recipient: recipient),

@@ -7,8 +7,8 @@ import ServiceKit
 
 extension ChatRoom.Status: PostgresTextEnum {}
 
-/// The chat schema's SQL. Writes take the caller's connection so they join its transaction; no decisions here
-/// (those are ``ChatRules`` and ``ChatWorkflow``).
+/// The chat schema's SQL, on the caller's connection (in its transaction when it has one; a message is sent in one
+/// statement of its own); no decisions here (those are ``ChatRules`` and ``ChatWorkflow``).
 package struct ChatStore: Sendable {
     let logger: Logger
 
@@ -148,21 +148,26 @@ package struct ChatStore: Sendable {
         throw ChatStoreInconsistency(orderId: orderId, clientMessageId: clientMessageId)
     }
 
-    /// The room a message is sent to, and the id the message will have (drawn now: its `message` emit carries it).
-    package func roomForSending(_ orderId: String, on connection: PostgresConnection) async throws
-        -> (room: ChatRoom?, messageId: Int64)
+    /// The room a message is sent to, the id the message will have (drawn now: its `message` emit carries it),
+    /// and which of the room's parties have a socket in it seen after `presentSince` with their app in the
+    /// foreground (``SocketPresence/isPresent(userId:room:now:on:)``).
+    package func roomForSending(_ orderId: String, presentSince: Date, on connection: PostgresConnection) async throws
+        -> (room: ChatRoom?, messageId: Int64, present: Set<String>)
     {
         for row in try await connection.queryWhileOpen(
-            ReadRoomForSending.self, PostgresBindings(orderId), logger: logger)
+            ReadRoomForSending.self, PostgresBindings(orderId, presentSince), logger: logger)
         {
-            let (orderId, customerId, riderId, riderName, status, messageId) = try row.decode(
-                (String, String, String?, String?, ChatRoom.Status, Int64).self)
+            let (orderId, customerId, riderId, riderName, status, messageId, customerPresent, riderPresent) =
+                try row.decode((String, String, String?, String?, ChatRoom.Status, Int64, Bool, Bool).self)
             let room = ChatRoom(
                 orderId: orderId, customerId: customerId,
                 rider: riderId.map { PersonRef(id: $0, name: riderName ?? "") }, status: status)
-            return (room, messageId)
+            var present: Set<String> = []
+            if customerPresent { present.insert(customerId) }
+            if riderPresent, let riderId { present.insert(riderId) }
+            return (room, messageId, present)
         }
-        return (nil, 0)
+        return (nil, 0, [])
     }
 
     /// Stores `message`, its `message` emit and its `events` in one statement (its own transaction), unless its
@@ -275,10 +280,15 @@ enum InsertMessage: PreparedStatementText {
 }
 
 /// ``ReadRoom`` with the next message id.
+/// Room $1 as a message is sent to it, the message's id, and whether its customer and its rider are present
+/// (seen after $2).
 enum ReadRoomForSending: PreparedStatementText {
     static let sql = """
-        SELECT order_id, customer_id, rider_id, rider_name, status, nextval('chat_messages_id_seq')
-        FROM chat_rooms WHERE order_id = $1::text
+        SELECT room.order_id, room.customer_id, room.rider_id, room.rider_name, room.status,
+               nextval('chat_messages_id_seq'),
+               \(ChatPresence.presentCondition(room: "room.order_id", user: "room.customer_id", since: "$2::timestamptz")),
+               \(ChatPresence.presentCondition(room: "room.order_id", user: "room.rider_id", since: "$2::timestamptz"))
+        FROM chat_rooms AS room WHERE room.order_id = $1::text
         """
 }
 
