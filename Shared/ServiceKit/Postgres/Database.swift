@@ -83,6 +83,16 @@ package struct Database: Sendable {
         try await client.withConnection { connection in try await body(connection) }
     }
 
+    /// Leases a connection for `read`, a statement that changes nothing, then `body` with what it read, without a
+    /// transaction. A pooled connection the server closed fails `read` with nothing done, and both run again on
+    /// another (as a transaction's BEGIN does, ``PostgresClient/transaction(logger:_:)``).
+    package func withConnection<Read: Sendable, Result: Sendable>(
+        reading read: (PostgresConnection) async throws -> Read,
+        then body: (PostgresConnection, Read) async throws -> Result
+    ) async throws -> Result {
+        try await client.withConnection(logger: logger, first: read, then: body)
+    }
+
     /// Runs `statement` on a leased connection without a transaction, its rows (if any) discarded.
     package func execute(_ statement: PostgresQuery) async throws {
         try await client.execute(statement, logger: logger)
@@ -104,30 +114,9 @@ extension PostgresClient {
     package func transaction<Result: Sendable>(
         logger: Logger, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        var attempt = 1
-        while true {
-            do {
-                return try await transactionOnce(logger: logger, body)
-            } catch let stale as ClosedBeforeBegin {
-                guard attempt < 3 else { throw stale.error }
-                logger.notice(
-                    "a pooled connection was closed; beginning on another", metadata: ["attempt": "\(attempt)"])
-                // The pool drops the closed connection once it has seen it close, a moment later.
-                try await Task.sleep(for: .milliseconds(25 * attempt))
-                attempt += 1
-            }
-        }
-    }
-
-    private func transactionOnce<Result: Sendable>(
-        logger: Logger, _ body: (PostgresConnection) async throws -> Result
-    ) async throws -> Result {
-        try await withConnection { connection in
-            do {
-                try await connection.queryWhileOpen("BEGIN", logger: logger)
-            } catch  where Database.isUnavailable(error) {
-                throw ClosedBeforeBegin(error: error)
-            }
+        try await withConnection(logger: logger) { connection in
+            _ = try await connection.queryWhileOpen("BEGIN", logger: logger)
+        } then: { connection, _ in
             let result: Result
             do {
                 result = try await body(connection)
@@ -139,10 +128,41 @@ extension PostgresClient {
             return result
         }
     }
+
+    /// Leases a connection for `first`, a statement that changes nothing (BEGIN, a read), then `rest` with its
+    /// answer. A pooled connection the server closed (a restart, a terminated backend) may be leased once more
+    /// before the pool notices: `first` fails on it with nothing done, and both run again (on another, once the pool
+    /// has seen it close), three times at most.
+    package func withConnection<First: Sendable, Result: Sendable>(
+        logger: Logger, first: (PostgresConnection) async throws -> First,
+        then rest: (PostgresConnection, First) async throws -> Result
+    ) async throws -> Result {
+        var attempt = 1
+        while true {
+            do {
+                return try await withConnection { connection in
+                    let answer: First
+                    do {
+                        answer = try await first(connection)
+                    } catch  where Database.isUnavailable(error) {
+                        throw ClosedBeforeFirst(error: error)
+                    }
+                    return try await rest(connection, answer)
+                }
+            } catch let stale as ClosedBeforeFirst {
+                guard attempt < 3 else { throw stale.error }
+                logger.notice(
+                    "a pooled connection was closed; starting again on another", metadata: ["attempt": "\(attempt)"])
+                // The pool drops the closed connection once it has seen it close, a moment later.
+                try await Task.sleep(for: .milliseconds(25 * attempt))
+                attempt += 1
+            }
+        }
+    }
 }
 
-/// BEGIN failed because the connection was closed: nothing of the transaction ran.
-private struct ClosedBeforeBegin: Error {
+/// The first statement on a leased connection failed because the connection was closed: nothing ran.
+private struct ClosedBeforeFirst: Error {
     let error: any Error
 }
 
