@@ -215,7 +215,8 @@ export async function customerScreen(screen, { api, claims, parties }) {
       card.chat.start();
     }
     if (FINAL.has(job.status) && card.tracking && job.status !== "Delivered")
-      card.tracking.status({ state: "ended", message: card.status.textContent });
+      // Final: no view or status read before the end replaces it.
+      card.tracking.status({ state: "ended", message: card.status.textContent, version: Infinity });
   }
 
   async function cancel(id, card) {

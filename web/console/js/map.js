@@ -105,10 +105,10 @@ export class TrackingPanel {
       const view = await ack(this.tracking, "track", { jobId: this.jobId });
       this.view = view;
       this.placeDestination(view.destination);
-      // A `tracking_status` of a later change can arrive before the answer: it stays.
-      if (!(await this.status(view))) return;
-      if (view.lastLocation) this.move(view.lastLocation);
-      if (view.eta) this.showEta(view.eta);
+      // A `tracking_status` of a later change can arrive before the answer: it stays, and so does the ETA it set.
+      const current = await this.status(view);
+      if (view.lastLocation && (current || (!this.courier && !this.waiting))) this.move(view.lastLocation);
+      if (view.eta && current) this.showEta(view.eta);
     } catch (error) {
       this.message.textContent = `Tracking is not available: ${error.message}`;
     }
@@ -135,6 +135,8 @@ export class TrackingPanel {
         if (this.waiting) this.move(this.waiting);
       });
       await this.mapReady;
+      // A newer state came while the map was made: it does the rest.
+      if (version !== undefined && version !== this.version) return false;
       this.map.invalidateSize();
     }
     if (state === "ended" || state === "waiting_for_travel_mode" || state === "not_started") {

@@ -279,7 +279,6 @@ enum InsertMessage: PreparedStatementText {
         """
 }
 
-/// ``ReadRoom`` with the next message id.
 /// Room $1 as a message is sent to it, the message's id, and whether its customer and its rider are present
 /// (seen after $2).
 enum ReadRoomForSending: PreparedStatementText {
