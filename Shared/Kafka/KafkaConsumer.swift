@@ -40,6 +40,9 @@ package final class KafkaConsumer: Sendable {
     private let loop: ConsumerLoop
     private let closeTimeout: Duration
     package let groupId: String
+    /// Where a consumer made by ``reading(_:since:configuration:logger:)`` began in each partition (empty for a
+    /// group member).
+    package let startOffsets: [KafkaTopicPartition: Int64]
 
     /// Creates the consumer and subscribes; joining the group happens in the background while polling.
     package convenience init(configuration: KafkaConsumerConfiguration, topics: [String], logger: Logger) throws {
@@ -84,14 +87,17 @@ package final class KafkaConsumer: Sendable {
                 try await Task.sleep(for: .seconds(1))
             }
         }
-        let consumer = try KafkaConsumer(configuration: configuration, logger: logger)
+        let consumer = try KafkaConsumer(configuration: configuration, logger: logger, startOffsets: offsets)
         try assignPartitions(offsets, client: consumer.client)
         logger.info(
             "reading from a time", metadata: ["kafka.topics": "\(topics)", "kafka.offsets": "\(offsets)"])
         return consumer
     }
 
-    private init(configuration: KafkaConsumerConfiguration, logger: Logger) throws {
+    private init(
+        configuration: KafkaConsumerConfiguration, logger: Logger, startOffsets: [KafkaTopicPartition: Int64] = [:]
+    ) throws {
+        self.startOffsets = startOffsets
         self.client = try RDKafkaClient(kind: .consumer, properties: configuration.properties, logger: logger)
         self.groupId = configuration.groupId
         self.logger = logger

@@ -212,7 +212,15 @@ struct KafkaIntegrationTests {
             let reader = try await makeReader(topic: topic, since: since)
             // Everything from there to the end, once and in order: nothing fetched while locating the start leaks in.
             let read = try await consume(reader) { $0.last?.offset == all.last?.offset }
-            #expect(read.map(\.offset) == all[expected...].map(\.offset), "since the stamp of record \(index)")
+            // What the search answered, and the stamps around it as the reader from the start saw them (CI: a
+            // reader from the stamp of record 1,199 began at 1,181, twice, where 1,182 and 1,186 were first).
+            let around = all[max(0, expected - 6)..<min(all.count, expected + 2)].map {
+                "\($0.offset)@\(($0.timestamp?.timeIntervalSince1970 ?? 0) * 1000)"
+            }
+            #expect(
+                read.map(\.offset) == all[expected...].map(\.offset),
+                "since the stamp of record \(index) (\(since.timeIntervalSince1970 * 1000) ms): began at \(reader.startOffsets); around it \(around)"
+            )
             await reader.close()
         }
     }
