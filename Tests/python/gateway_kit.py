@@ -48,10 +48,11 @@ class ApiError(AssertionError):
 class Gateway:
     """The system as a client sees it: one HTTPS origin whose certificate is the gateway's self-signed one."""
 
-    def __init__(self, url, certificate, executables):
+    def __init__(self, url, certificate, executables, key_dir=DEV_KEY_DIR):
         self.url = url.rstrip("/")
         self.certificate = str(certificate)
         self.devtoken = Path(executables) / "devtoken"
+        self.key_dir = Path(key_dir)
         self.tokens = {}
 
     def token(self, user_id, role, name):
@@ -59,7 +60,7 @@ class Gateway:
         key = (user_id, role, name)
         if key not in self.tokens:
             self.tokens[key] = subprocess.run(
-                [self.devtoken, "--sub", user_id, "--role", role, "--name", name, "--key-dir", DEV_KEY_DIR],
+                [self.devtoken, "--sub", user_id, "--role", role, "--name", name, "--key-dir", self.key_dir],
                 check=True, capture_output=True, text=True).stdout.strip()
         return self.tokens[key]
 
@@ -492,18 +493,21 @@ class DeliveryJourney:
             watcher.call("track", {"jobId": job_id})), "the map to go live")
         say(customer, f"map opened: {view['state']} - {view.get('message', '')}")
         sender = self.socket(courier, "tracking", [])
-        answers = []
+        answers, sent = [], []
         # The journey is fast-forwarded: each position is stamped as if the courier rode the route at 12 m/s, the
         # last one now, so a deployment's POSITION_MAX_SPEED_MPS does not take the steps for GPS jumps.
         step_seconds = distance_meters((start["lat"], start["lng"]), (end["lat"], end["lng"])) / self.positions / 12
         for index, point in enumerate(route(start, end, self.positions)):
+            sent.append(point)
             answers.append(sender.call("position", {
                 "lat": point["lat"], "lng": point["lng"], "accuracyMeters": 6, "headingDegrees": 45, "speedMps": 12,
                 "recordedAt": now(-(self.positions - 1 - index) * step_seconds)}))
             time.sleep(self.position_interval)
-        locations = watcher.wait_for("location", count=self.positions, seconds=10)
+        last = (sent[-1]["lat"], sent[-1]["lng"])
+        locations = until(lambda: (lambda got: got if got and (got[-1]["lat"], got[-1]["lng"]) == last else None)(
+            watcher.received("location")), "the map to show the last position", seconds=10)
         etas = watcher.wait_for("eta", seconds=10)
-        return {"view": view, "answers": answers, "locations": locations, "etas": etas,
+        return {"view": view, "answers": answers, "sent": sent, "locations": locations, "etas": etas,
                 "statuses": watcher.received("tracking_status")}
 
     def _chat(self, customer, rider, order_id):
@@ -563,6 +567,17 @@ class ServiceVisitJourney(DeliveryJourney):
         say(technician, f"finished the job: {done['status']}")
         self.seen["request"] = done
         return self.seen
+
+
+def map_followed_the_route(seen_map):
+    """The watcher's map moved only forward along the positions sent and ended at the last one. A position may be
+    passed over: `location` is a latest-only emit, and one still waiting to be sent is replaced by a newer one
+    (docs/architecture.md), as when the watcher's socket is still upgrading from long-polling."""
+    sent = [(point["lat"], point["lng"]) for point in seen_map["sent"]]
+    shown = [(location["lat"], location["lng"]) for location in seen_map["locations"]]
+    indexes = [sent.index(point) for point in shown if point in sent]
+    return (len(indexes) == len(shown) and indexes == sorted(set(indexes)) and bool(indexes)
+            and indexes[-1] == len(sent) - 1)
 
 
 def pushes_of(admin, user_id, kinds=None, count=1, seconds=20):
