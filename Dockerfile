@@ -8,7 +8,7 @@
 # docker-compose.yml runs the whole system.
 #
 # Build stage: the official Swift image (Debian 12) plus librdkafka's headers. The Swift runtime and Foundation
-# are linked statically, so the runtime stage needs only glibc, libstdc++, zlib and librdkafka from Debian.
+# are linked statically, so the runtime stage needs only glibc, libstdc++ and zlib from Debian, and librdkafka.
 
 ARG SWIFT_VERSION=6.3
 
@@ -49,16 +49,44 @@ RUN --mount=type=cache,id=delivery-platform-swiftpm-${SWIFT_VERSION}-${TARGETARC
     fi; \
     ls -la /staging/bin /staging/tools
 
+# librdkafka 2.16.1, the build that confluent-kafka 2.16.1's manylinux wheel carries (from PyPI, checked against its
+# hash). Debian 12's librdkafka1 is 2.0.2: fine against Apache Kafka, but it cannot talk to the local Tansu broker,
+# which needs the newer protocol versions of 2.1 and later; 2.16.1 talks to both, and it is the version the local
+# run and the tests use. It is self-contained (OpenSSL, zstd, lz4 and zlib linked in; only glibc outside), and the
+# services, built against Debian's 2.0.2 headers, load it by its soname, librdkafka.so.1 (the wheel renames it;
+# patchelf gives it back).
+FROM debian:bookworm-slim AS librdkafka
+ARG CONFLUENT_KAFKA_VERSION=2.16.1
+ARG CONFLUENT_KAFKA_SHA256_AMD64=24f613cc81a856b6fbb2d7d11044a9aa770044eecc1f83ff84618688b056be06
+ARG CONFLUENT_KAFKA_SHA256_ARM64=c012a1d74f95e91c9c43f0aa996d5fea8582397144c1f96b553f24b594afa7c6
+RUN export DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
+    && apt-get -q update \
+    && apt-get -q install -y --no-install-recommends python3-pip patchelf \
+    && rm -rf /var/lib/apt/lists/*
+RUN set -eu; \
+    case "$(dpkg --print-architecture)" in \
+        amd64) platform=manylinux_2_28_x86_64; sha256="$CONFLUENT_KAFKA_SHA256_AMD64" ;; \
+        arm64) platform=manylinux_2_28_aarch64; sha256="$CONFLUENT_KAFKA_SHA256_ARM64" ;; \
+        *) echo "no librdkafka wheel for $(dpkg --print-architecture)" >&2; exit 1 ;; \
+    esac; \
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --implementation cp --python-version 3.11 \
+        --platform "$platform" --dest /wheel "confluent-kafka==$CONFLUENT_KAFKA_VERSION"; \
+    echo "$sha256  $(ls /wheel/*.whl)" | sha256sum -c -; \
+    python3 -m zipfile -e /wheel/*.whl /wheel/contents; \
+    install -D -m 0644 /wheel/contents/confluent_kafka.libs/librdkafka-*.so.1 /staging/librdkafka.so.1; \
+    patchelf --set-soname librdkafka.so.1 /staging/librdkafka.so.1
+
 # What both images share: Debian's libraries and a non-root user.
 FROM debian:bookworm-slim AS base
 
-# librdkafka1: Debian 12's 2.0.2 (fine against Apache Kafka; only the local Tansu broker needs 2.1+).
 # curl: the compose healthchecks (GET /ready). tini: PID 1, forwards SIGTERM for the graceful shutdown.
 RUN export DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
     && apt-get -q update \
     && apt-get -q install -y --no-install-recommends \
-        librdkafka1 libstdc++6 zlib1g ca-certificates tzdata curl tini \
+        libstdc++6 zlib1g ca-certificates tzdata curl tini \
     && rm -rf /var/lib/apt/lists/*
+COPY --from=librdkafka /staging/librdkafka.so.1 /usr/local/lib/librdkafka.so.1
+RUN ldconfig
 
 # A non-root user.
 RUN groupadd --system --gid 10001 delivery \
@@ -70,11 +98,16 @@ COPY --from=build /staging/libexec/ /usr/local/libexec/swift/
 ENV SWIFT_BACKTRACE=enable=yes,sanitize=yes,threads=all,images=all,interactive=no,swift-backtrace=/usr/local/libexec/swift/swift-backtrace-static
 ENTRYPOINT ["/usr/bin/tini", "--"]
 
-# devtoken. docker-compose.yml keeps the dev JWT key pair in /keys and hands the public half to the services in
-# /jwt; both are owned by the user, so fresh named volumes mounted there start out writable.
+# devtoken, and openssl for the gateway's self-signed certificate. docker-compose.yml keeps the dev JWT key pair in
+# /keys, hands the public half to the services in /jwt, and makes the certificate in /certs; all are owned by the
+# user, so fresh named volumes mounted there start out writable.
 FROM base AS tools
-RUN install -d -o 10001 -g 10001 -m 0750 /keys \
-    && install -d -o 10001 -g 10001 -m 0755 /jwt
+RUN export DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
+    && apt-get -q update \
+    && apt-get -q install -y --no-install-recommends openssl \
+    && rm -rf /var/lib/apt/lists/* \
+    && install -d -o 10001 -g 10001 -m 0750 /keys \
+    && install -d -o 10001 -g 10001 -m 0755 /jwt /certs
 COPY --from=build /staging/tools/ /usr/local/bin/
 USER 10001:10001
 WORKDIR /home/delivery
