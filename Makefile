@@ -2,12 +2,14 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help setup build run demo test soak coverage fuzz format lint clean
+.PHONY: help setup build run demo test test-containers soak coverage fuzz format lint clean
 
 help:
 	@echo "make run       install what is missing, build, start Postgres, the broker, the five services and the gateway"
 	@echo "make demo      (with make run going in another terminal) play a delivery and a technician visit through it"
 	@echo "make test      the same set-up on other ports, then every test, then tear down"
+	@echo "make test-containers  build the images, bring up docker-compose.yml with podman (two replicas of every"
+	@echo "               service) and play the journeys through its gateway, then tear it all down"
 	@echo "make soak      two instances of every service, parties living journeys, faults at random, then a check that"
 	@echo "               nothing was lost or doubled (SOAK_MINUTES, default 10; SOAK_SEED repeats a run's faults)"
 	@echo "make coverage  the tests with code coverage, line coverage per module"
@@ -29,6 +31,9 @@ demo: setup
 
 test: setup
 	@deploy/local/test.sh
+
+test-containers: setup
+	@deploy/containers/test.sh
 
 soak: build
 	@.local/venv/bin/python deploy/local/soak.py

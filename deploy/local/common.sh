@@ -29,3 +29,12 @@ runtime_dir() { echo "${TMPDIR:-/tmp}/delivery-platform-$(id -u)/$1"; }
 DEV_JWT_ISSUER="https://auth.delivery.local"
 DEV_JWT_AUDIENCE="delivery-platform"
 DEV_KEY_DIR="$LOCAL/dev-keys"
+
+# apt_install PACKAGE...: installs Debian packages (with sudo unless root).
+apt_install() {
+    log "installing Debian packages: $*"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}

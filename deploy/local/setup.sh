@@ -18,13 +18,7 @@ python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 
-if [ ${#missing[@]} -gt 0 ]; then
-    log "installing Debian packages: ${missing[*]}"
-    sudo=""
-    [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    $sudo apt-get update -qq
-    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+[ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
 stamp="$VENV/.requirements.sha256"
 want=$(sha256sum "$ROOT/deploy/local/requirements.txt" | cut -d' ' -f1)
