@@ -185,8 +185,12 @@ package final class TrackingHub: Sendable {
             recordedAt: position.recordedAt)
     }
 
-    private func refreshEta(_ job: TrackingJob, position: CourierPosition, courierId: String) {
+    /// Recomputes the job's ETA from `position` if one is due; `withLocation` sends the position along with it.
+    private func refreshEta(
+        _ job: TrackingJob, position: CourierPosition, courierId: String, withLocation: Bool = false
+    ) {
         guard eta.claim(job.jobId, at: position.point) else { return }
+        if withLocation { emitLatest("location", Self.location(job.jobId, position), job: job.jobId) }
         let speed = book.learnedSpeed(courierId)
         let queued = background.submit { [eta] in
             let update = await eta.compute(job, from: position.point, learnedSpeedMps: speed)
@@ -198,13 +202,16 @@ package final class TrackingHub: Sendable {
 
     /// A live job's ETA is recomputed when it is due even if no position arrived since (the courier stands
     /// still), by the instance the courier sends their positions to, so one instance asks the provider (two, for
-    /// the few seconds until another instance that took a queued batch learns a newer position).
+    /// the few seconds until another instance that took a queued batch learns a newer position). The location
+    /// goes with it: the instance that made the job live may not have had the position, and this one may have
+    /// taken it before its tick learned the job was live, so neither sent it (a technician standing still sends no
+    /// other; found with two instances behind the compose gateway).
     private func refreshDueEtas(_ jobs: [TrackingJob]) {
         for job in jobs where job.state == .live {
             guard let courierId = job.courierId, let latest = book.latest(courierId), latest.fromCourier else {
                 continue
             }
-            refreshEta(job, position: latest.position, courierId: courierId)
+            refreshEta(job, position: latest.position, courierId: courierId, withLocation: true)
         }
     }
 
