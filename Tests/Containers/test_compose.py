@@ -10,6 +10,7 @@ from conftest import PROJECT
 from test_console import (  # noqa: F401 (the fixtures these tests use)
     browser,
     browsers,
+    test_a_technician_visit_from_request_to_arrival,
     test_the_gateway_serves_the_console_and_a_token_signs_in,
 )
 from test_journeys import test_delivery_journey, test_service_visit_journey  # noqa: F401
