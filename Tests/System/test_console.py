@@ -103,10 +103,18 @@ def assert_accessible_controls(driver):
         assert control["height"] >= smallest and control["width"] >= smallest, f"a small target: {control}"
 
 
+def submit_token(driver, token):
+    """Types a token into the picker and submits it, once the console's script handles the form (the button is
+    disabled until then: a click before, on a loaded machine, reloaded the page with the token in its URL)."""
+    find(driver, "#token").send_keys(token)
+    wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#token-form button").is_enabled(),
+         what="the console's script to handle the sign-in form")
+    driver.find_element(By.CSS_SELECTOR, "#token-form button").click()
+
+
 def sign_in(driver, party):
     driver.get(driver.origin + "/console/")
-    find(driver, "#token").send_keys(party.token)
-    driver.find_element(By.CSS_SELECTOR, "#token-form button").click()
+    submit_token(driver, party.token)
     text_of(driver, "#signed-in", f"Signed in as {party.name}")
 
 
@@ -162,8 +170,7 @@ def test_the_gateway_serves_the_console_and_a_token_signs_in(gateway, cast, brow
 
 def test_a_token_that_is_not_a_jwt_is_refused_with_a_message(gateway, browser):
     browser.get(gateway.url + "/console/")
-    find(browser, "#token").send_keys("not-a-token")
-    browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
+    submit_token(browser, "not-a-token")
     assert text_of(browser, "#picker-error", "JWT") == "this is not a JWT (three dot-separated parts)"
     assert not browser.find_element(By.ID, "signed-in").text
 

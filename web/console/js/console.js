@@ -90,6 +90,7 @@ byId("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
   signIn(byId("token").value.trim()).catch((error) => (byId("picker-error").textContent = error.message));
 });
+byId("token-form").querySelector("button").disabled = false;
 byId("sign-out").addEventListener("click", signOut);
 
 await loadParties();
