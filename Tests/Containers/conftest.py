@@ -12,7 +12,7 @@ import pytest
 import requests
 
 ROOT = Path(__file__).resolve().parents[2]
-for folder in ("Tests/System", "Tests/python", "deploy/containers"):
+for folder in ("Tests/System", "Tests/python", "deploy/containers", "deploy/local"):
     sys.path.insert(0, str(ROOT / folder))
 
 import gateway_kit  # noqa: E402

@@ -7,6 +7,7 @@ import re
 
 import gateway_kit
 from conftest import PROJECT
+from system import SERVICES
 from test_console import (  # noqa: F401 (the fixtures these tests use)
     browser,
     browsers,
@@ -18,8 +19,6 @@ from test_recovery import (  # noqa: F401
     test_a_dropped_phone_gets_every_missed_message_once_in_order_before_the_connect_answer,
     test_a_rider_offered_an_order_while_the_connection_was_down_gets_the_offer_once,
 )
-
-SERVICES = ("order-service", "chat-service", "allocation-service", "location-service", "notification-service")
 
 
 def test_every_service_runs_twice_as_the_non_root_user_and_passes_its_healthcheck(compose):

@@ -161,26 +161,18 @@ def test_a_technician_standing_still_appears_on_the_map_when_travel_mode_and_pos
     """Travel mode goes on through location instance 2, and the technician's one position (they do not move) reaches
     instance 1 before its tick has learned the visit is live: neither instance delivers it then, so the instance
     holding the position sends it with the ETA it computes on its next tick."""
-    customer, technician = cast.customer, cast.technician
-    job_id = customer.call("POST", "/v1/service-requests", expect=201, json={
-        "serviceAddress": cast.delivery_address, "description": "The kitchen tap leaks"})["id"]
-    cast.admin.call("POST", f"/v1/service-requests/{job_id}/assign",
-                    json={"technicianId": technician.id, "technicianName": technician.name})
-    watcher = customer.socket("tracking", ["location", "eta", "tracking_status"])
-    sender = technician.recovering_socket("tracking", url=instances.service_url("location-service"))
+    visit = gateway_kit.ServiceVisit(cast, sender_url=instances.service_url("location-service"))
     try:
-        technician.call("POST", f"/v1/service-requests/{job_id}/status", json={"status": "OnTheWay"})
-        gateway_kit.until(lambda: (lambda v: v if v.get("state") == "waiting_for_travel_mode" else None)(
-            watcher.call("track", {"jobId": job_id})), "the waiting-for-travel-mode view")
+        visit.status("OnTheWay")
+        visit.view("waiting_for_travel_mode")
         switched = requests.post(
-            f"{instances.service_url('location-service-2')}/v1/tracking/{job_id}/travel-mode",
-            json={"active": True}, headers={"Authorization": f"Bearer {technician.token}"}, timeout=10)
+            f"{instances.service_url('location-service-2')}/v1/tracking/{visit.id}/travel-mode",
+            json={"active": True}, headers={"Authorization": f"Bearer {cast.technician.token}"}, timeout=10)
         assert switched.status_code == 200, switched.text
         here = cast.spot.fix(0.2, 0.1)
-        answer = sender.call("position", here)
+        answer = visit.position(here)
         assert "error" not in answer, answer
-        shown = watcher.wait_for("location", seconds=10)
+        shown = visit.watcher.wait_for("location", seconds=10)
         assert [(location["lat"], location["lng"]) for location in shown][-1:] == [(here["lat"], here["lng"])]
     finally:
-        watcher.close()
-        sender.close()
+        visit.close()

@@ -324,9 +324,10 @@ class AssignedOrder:
 
 class ServiceVisit:
     """A service request created by the cast's customer and assigned to its technician; `watcher` is the customer's
-    /tracking socket, already tracking the request."""
+    /tracking socket, already tracking the request. `sender_url` connects the technician's socket straight to that
+    location instance instead of through the gateway."""
 
-    def __init__(self, cast):
+    def __init__(self, cast, sender_url=None):
         self.cast = cast
         self.request = cast.customer.call("POST", "/v1/service-requests", expect=201, json={
             "serviceAddress": cast.delivery_address, "description": "The kitchen tap leaks"})
@@ -334,7 +335,8 @@ class ServiceVisit:
         cast.admin.call("POST", f"/v1/service-requests/{self.id}/assign",
                         json={"technicianId": cast.technician.id, "technicianName": cast.technician.name})
         self.watcher = cast.customer.socket("tracking", ["location", "eta", "tracking_status"])
-        self.sender = cast.technician.socket("tracking", [])
+        self.sender = (cast.technician.recovering_socket("tracking", url=sender_url) if sender_url
+                       else cast.technician.socket("tracking", []))
 
     def status(self, status):
         return self.cast.technician.call("POST", f"/v1/service-requests/{self.id}/status", json={"status": status})

@@ -165,7 +165,7 @@ class Stack:
         self.podman("cp", f"{container}:{source}", str(target))
 
     def memory(self):
-        """Each running container's resident memory in MiB, from `podman stats`."""
+        """Each running container's memory use as `podman stats` prints it (e.g. "10.69MB")."""
         stats = json.loads(self.podman("stats", "--no-stream", "--no-reset", "--format", "json"))
         return {entry["name"]: entry["mem_usage"].split("/")[0].strip() for entry in stats
                 if entry["name"].startswith(f"{self.project}_")}
@@ -176,12 +176,8 @@ class Stack:
             self._compose("down", "-v", "-t", "10")
         except RuntimeError:
             pass  # what it left is removed below
-        leftovers = self.podman("ps", "-a", "--filter", f"name=^{self.project}_", "--format", "{{.Names}}").split()
-        if leftovers:
-            self.podman("rm", "-f", "-t", "5", *leftovers, check=False)
-        volumes = self.podman("volume", "ls", "--filter", f"name=^{self.project}_", "--format", "{{.Name}}").split()
-        if volumes:
-            self.podman("volume", "rm", "-f", *volumes, check=False)
-        networks = self.podman("network", "ls", "--filter", f"name=^{self.project}_", "--format", "{{.Name}}").split()
-        if networks:
-            self.podman("network", "rm", "-f", *networks, check=False)
+        for kind, name in (("container", "{{.Names}}"), ("volume", "{{.Name}}"), ("network", "{{.Name}}")):
+            listing = ["ls", "-a"] if kind == "container" else ["ls"]
+            left = self.podman(kind, *listing, "--filter", f"name=^{self.project}_", "--format", name).split()
+            if left:
+                self.podman(kind, "rm", "-f", *left, check=False)
