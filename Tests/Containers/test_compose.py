@@ -4,6 +4,7 @@ tests' own (Tests/System), run here against the containers; the rest is what onl
 non-root services, replicas stopped mid-journey."""
 import json
 import re
+import subprocess
 
 import gateway_kit
 from conftest import PROJECT
@@ -65,3 +66,27 @@ def test_one_replica_of_every_service_stopped_mid_journey_and_the_journey_comple
             compose.start(container)
         for container in stopped:
             compose.wait_healthy(container, timeout=120)
+
+
+def test_a_port_leaving_the_network_bridge_leaves_the_others_name_lookups_answering(compose):
+    """Linux gives an unpinned bridge the lowest address among its ports; when that port leaves, every container's
+    ARP entry for the gateway (where aardvark-dns answers) is stale and lookups hang for 10 s and more. Stack pins
+    the bridge's address (see deploy/containers/stack.py); here a port with the lowest possible address joins,
+    a service looks a name up, and the port leaves: the next lookup must answer at once."""
+    network = json.loads(compose.podman("network", "inspect", f"{PROJECT}_default"))[0]
+    bridge = network["network_interface"]
+    container = compose.containers("chat-service")[0]
+    pid = compose.podman("inspect", "--format", "{{.State.Pid}}", container).strip()
+
+    def lookup():
+        return compose.podman("exec", container, "timeout", "3", "getent", "hosts", "postgres", check=False)
+
+    subprocess.run(["ip", "link", "add", "dl-low0", "address", "02:00:00:00:00:01", "type", "veth", "peer", "name",
+                    "dl-low1"], check=True)
+    try:
+        subprocess.run(["ip", "link", "set", "dl-low0", "master", bridge, "up"], check=True)
+        subprocess.run(["nsenter", "-t", pid, "-n", "ip", "neigh", "flush", "all"], check=True)
+        assert lookup().strip(), "no answer while the low port is attached"
+    finally:
+        subprocess.run(["ip", "link", "del", "dl-low0"], check=True)
+    assert lookup().strip(), "the lookup hung after a port left the bridge"

@@ -5,9 +5,12 @@ healthchecks only through systemd timers, which a host without systemd lacks. So
 dependency level at a time itself and waits for each condition the file states: `service_healthy` by running the
 service's own healthcheck (`podman healthcheck run`) until it passes, `service_completed_successfully` by waiting
 for the one-shot container's exit code. Docker Compose v2 does the same on its own (`docker compose up --wait`).
-It starts one container at a time: on this project's CI host (podman 4.3, netavark 1.4), ten containers started at
-once left some of them unable to reach Postgres and the broker for 5 to 60 s (connect timeouts), while one at a
-time each passes its healthcheck within about a second.
+It also pins the network bridge's MAC address once the bridge exists. Linux gives a bridge whose address was never
+set the lowest address among its ports, so it changes whenever a container's veth comes or goes; netavark sets a
+fixed one only since 1.9 (containers/netavark#833), and Debian 12 ships 1.4. When the container lending its address
+stops (a one-shot like dev-keys ending, a replica stopped), every other container's ARP entry for the gateway, where
+aardvark-dns answers, points at an address nobody has: name lookups hang until the entry is probed again, 10 s and
+more, which the services saw as `Connect timeout` to Postgres and the broker for up to a minute.
 """
 import json
 import os
@@ -116,7 +119,7 @@ class Stack:
             for service in level:
                 condition = conditions.get(service, "service_started")
                 for container in self.containers(service):
-                    self.podman("start", container)
+                    self.start(container)
                     started = time.monotonic()
                     if condition == "service_healthy":
                         healthy[container] = self.wait_healthy(container, timeout, since=started)
@@ -157,8 +160,25 @@ class Stack:
         self.podman("stop", "-t", str(seconds), container)
 
     def start(self, container):
-        """Starts a stopped container again."""
+        """Starts a container (a stopped one again), then pins the bridge address of its networks."""
         self.podman("start", container)
+        self.pin_bridge_addresses(container)
+
+    def pin_bridge_addresses(self, container):
+        """Gives each bridge the container is on a fixed MAC address unless it has one (see the module's doc): the
+        one Kubernetes' bridge plugin derives from the gateway, 0a:58 and the gateway's IPv4 address."""
+        attached = json.loads(self.podman("inspect", "--format", "{{json .NetworkSettings.Networks}}", container))
+        for network in attached or {}:
+            settings = json.loads(self.podman("network", "inspect", network))[0]
+            interface = Path("/sys/class/net") / settings.get("network_interface", "")
+            gateways = [subnet["gateway"] for subnet in settings.get("subnets", []) if "." in subnet.get("gateway", "")]
+            if settings.get("driver") != "bridge" or not gateways or not (interface / "address").exists():
+                continue  # rootless or another driver: the bridge is not ours to set
+            if (interface / "addr_assign_type").read_text().strip() == "3":
+                continue  # set already (netavark 1.9 and later, or an earlier call)
+            address = "0a:58:" + ":".join(f"{int(octet):02x}" for octet in gateways[0].split("."))
+            subprocess.run(["ip", "link", "set", "dev", interface.name, "address", address], check=True)
+            log(f"bridge {interface.name} of {network} pinned to {address}")
 
     def copy_out(self, container, source, target):
         """Copies a file out of a container (a stopped one too)."""

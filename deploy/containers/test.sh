@@ -8,6 +8,7 @@ source "$(dirname "$0")/../local/common.sh"
 
 missing=()
 for tool in podman runc podman-compose debootstrap; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
 started=$(date +%s)
