@@ -2,8 +2,10 @@
 # Realtime benchmark: the conformance server (release build, production heartbeat: 25 s / 20 s) under the
 # project's own raw-protocol load generator, both on this machine.
 #   Benchmarks/realtime.sh [CONNECTIONS] [RATES...]
-# Prints connections held, the server's resident memory per connection, and the message -> message-back
-# round trip (p50/p95/p99/max) per rate, stepping rates up until p99 passes 100 ms.
+# Prints how long opening the connections took (and the listen-queue overflows meanwhile), the server's resident
+# memory per connection, and the message -> message-back round trip (p50/p95/p99/max) per rate, stepping rates up
+# until p99 passes 100 ms. BENCH_CONNECT_BATCH: connections opened at once (250); BENCH_BACKLOG: the server's listen
+# backlog (4096); BENCH_SECONDS: seconds per rate (10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 connections=${1:-10000}
@@ -19,11 +21,11 @@ bin=.build-release/release
 ulimit -n "$(ulimit -Hn)"
 echo "file descriptor limit: $(ulimit -n) per process; cores: $(nproc)"
 
-"$bin/socketio-conformance-server" --port "$port" --ping-interval 25000 --ping-timeout 20000 \
+"$bin/socketio-conformance-server" --port "$port" --backlog "${BENCH_BACKLOG:-4096}" --ping-interval 25000 --ping-timeout 20000 \
     --connect-timeout 45000 --log-level error &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 sleep 1
 # shellcheck disable=SC2086
 "$bin/realtime-load" --url "ws://127.0.0.1:$port/socket.io/?EIO=4&transport=websocket" \
-    --connections "$connections" --rates ${rates[*]} --seconds "${BENCH_SECONDS:-10}" --server-pid "$server"
+    --connections "$connections" --connect-batch "${BENCH_CONNECT_BATCH:-250}" --rates ${rates[*]} --seconds "${BENCH_SECONDS:-10}" --server-pid "$server"

@@ -42,7 +42,9 @@ struct RealtimeLoad: AsyncParsableCommand {
             return logger
         }()
         let recorder = LatencyRecorder()
+        let connectTimes = LatencyRecorder()
         let pool = ConnectionPool()
+        let overflowsBefore = listenOverflows()
         let start = ContinuousClock.now
         let baselineRSS = serverPid.flatMap(residentKilobytes)
         let connectCPU = CPUMeter(serverPid: serverPid)
@@ -57,7 +59,8 @@ struct RealtimeLoad: AsyncParsableCommand {
                 for _ in 0..<batch {
                     group.addTask {
                         await LoadConnection.run(
-                            url: url, logger: logger, recorder: recorder, pool: pool, ready: continuation)
+                            url: url, logger: logger, recorder: recorder, connectTimes: connectTimes, pool: pool,
+                            ready: continuation)
                     }
                 }
                 var established = 0
@@ -73,6 +76,13 @@ struct RealtimeLoad: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(2))
             print("connections: \(pool.count) open (of \(connections)) in \(String(format: "%.1f", connectSeconds)) s")
             print(connectCost.report(per: Double(max(pool.count, 1)), unit: "a connection"))
+            let opening = connectTimes.summary()
+            print(
+                "each connection, from its TCP connect to the Socket.IO CONNECT answer: p50 \(opening.p50) ms, p95 \(opening.p95) ms, p99 \(opening.p99) ms, max \(opening.max) ms"
+            )
+            if let before = overflowsBefore, let after = listenOverflows() {
+                print("listen queue overflows while opening (TcpExt ListenOverflows): \(after - before)")
+            }
             if let pid = serverPid, let baselineRSS, let loadedRSS = residentKilobytes(pid) {
                 let perConnection = Double(loadedRSS - baselineRSS) * 1024 / Double(max(pool.count, 1))
                 print(
@@ -154,6 +164,20 @@ func cpuSeconds(_ path: String) -> Double? {
     let fields = text[text.index(after: end)...].split(separator: " ")
     guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// How many connections the kernel dropped for a full listen queue so far (`TcpExt ListenOverflows` in
+/// /proc/net/netstat, this network namespace's).
+func listenOverflows() -> Int? {
+    guard let text = try? String(contentsOfFile: "/proc/net/netstat", encoding: .utf8) else { return nil }
+    let lines = text.split(separator: "\n")
+    for (index, line) in lines.enumerated() where line.hasPrefix("TcpExt:") && index + 1 < lines.count {
+        let names = line.split(separator: " ")
+        let values = lines[index + 1].split(separator: " ")
+        guard let position = names.firstIndex(of: "ListenOverflows"), position < values.count else { return nil }
+        return Int(values[position])
+    }
+    return nil
 }
 
 /// Resident memory of a process, in KiB, from /proc.
@@ -247,10 +271,11 @@ final class ConnectionPool: Sendable {
 /// One client connection: handshake, join `/`, answer pings, time echoes.
 enum LoadConnection {
     static func run(
-        url: String, logger: Logger, recorder: LatencyRecorder, pool: ConnectionPool,
+        url: String, logger: Logger, recorder: LatencyRecorder, connectTimes: LatencyRecorder, pool: ConnectionPool,
         ready: AsyncStream<Bool>.Continuation
     ) async {
         let signalled = Atomic<Bool>(false)
+        let startedAt = LatencyRecorder.now()
         do {
             try await WebSocketClient.connect(
                 url: url, configuration: .init(maxFrameSize: 1 << 20, autoPing: .disabled), logger: logger
@@ -264,6 +289,7 @@ enum LoadConnection {
                 }
                 let (outgoing, outbox) = AsyncStream.makeStream(of: String.self)
                 pool.add(outbox)
+                connectTimes.record(sentAt: startedAt)
                 signalled.store(true, ordering: .relaxed)
                 ready.yield(true)
                 try await withThrowingTaskGroup(of: Void.self) { group in

@@ -23,6 +23,7 @@ struct ConfigurationTests {
         let configuration = try configuration(complete)
         #expect(configuration.http.port == 8081)
         #expect(configuration.http.host == "127.0.0.1", "services listen on loopback unless told otherwise")
+        #expect(configuration.http.listenBacklog == 4096)
         #expect(configuration.database.host == "db.internal")
         #expect(configuration.database.port == 6543)
         #expect(configuration.database.username == "app")
@@ -62,7 +63,8 @@ struct ConfigurationTests {
     @Test(
         "invalid values are refused with the variable's name",
         arguments: [
-            ("HTTP_PORT", "eighty"), ("HTTP_PORT", "70000"), ("DATABASE_URL", "mysql://x/y"),
+            ("HTTP_PORT", "eighty"), ("HTTP_PORT", "70000"), ("HTTP_LISTEN_BACKLOG", "0"),
+            ("DATABASE_URL", "mysql://x/y"),
             ("DATABASE_URL", "postgres://host"),
             ("DATABASE_SCHEMA", "Orders;DROP"), ("KAFKA_PROPERTIES", "novalue"), ("LOG_LEVEL", "loud"),
             ("JWT_JWKS_URL", "not a url"), ("OUTBOX_POLL_INTERVAL_MS", "0"), ("DATABASE_TLS", "maybe"),

@@ -19,6 +19,9 @@ struct SocketIOConformanceServerCommand: AsyncParsableCommand {
     @Option(help: "Listen port.")
     var port = 3000
 
+    @Option(help: "Connections the kernel queues before they are accepted (capped by net.core.somaxconn).")
+    var backlog = 4096
+
     @Option(
         name: .customLong("ping-interval"), help: "Milliseconds between pings (the suites use 300; production 25000).")
     var pingInterval = 300
@@ -38,7 +41,8 @@ struct SocketIOConformanceServerCommand: AsyncParsableCommand {
         var logger = Logger(label: "socketio-conformance-server")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let (application, realtime) = ConformanceServer.makeApplication(
-            host: host, port: port, pingInterval: .milliseconds(pingInterval), pingTimeout: .milliseconds(pingTimeout),
+            host: host, port: port, backlog: backlog, pingInterval: .milliseconds(pingInterval),
+            pingTimeout: .milliseconds(pingTimeout),
             connectTimeout: .milliseconds(connectTimeout), logger: logger
         )
         // Shut down in reverse order: the realtime servers disconnect their sockets, then the HTTP server stops.

@@ -25,7 +25,7 @@ package enum ConformanceServer {
     /// The application (both servers on `host:port`) and the realtime services to run after it in the service
     /// group, so that at shutdown they disconnect their sockets before the HTTP server goes away.
     package static func makeApplication(
-        host: String = "127.0.0.1", port: Int, pingInterval: Duration = .milliseconds(300),
+        host: String = "127.0.0.1", port: Int, backlog: Int = 4096, pingInterval: Duration = .milliseconds(300),
         pingTimeout: Duration = .milliseconds(200), connectTimeout: Duration = .milliseconds(1000), logger: Logger
     ) -> (application: some ApplicationProtocol, realtimeServices: [any Service]) {
         let echo = EngineServer(
@@ -55,7 +55,8 @@ package enum ConformanceServer {
         let application = Application(
             router: router,
             server: RealtimeServerBuilder.http1WithWebSockets([echo, realtime.engine]),
-            configuration: .init(address: .hostname(host, port: port), serverName: "socketio-conformance-server"),
+            configuration: .init(
+                address: .hostname(host, port: port), serverName: "socketio-conformance-server", backlog: backlog),
             logger: logger
         )
         return (application, [echo, realtime])

@@ -19,6 +19,13 @@ package struct ServiceConfiguration: Sendable {
         package var host: String
         /// `HTTP_PORT`, default the service's own (8081-8085).
         package var port: Int
+        /// `HTTP_LISTEN_BACKLOG`, default ``defaultListenBacklog``: connections the kernel queues before they are
+        /// accepted (capped by `net.core.somaxconn`).
+        package var listenBacklog: Int
+
+        /// The listen backlog when none is configured: Linux's default `somaxconn` since 5.4. Hummingbird's 256
+        /// overflowed when thousands of phones reconnected at once, each dropped SYN costing a second's retry.
+        package static let defaultListenBacklog = 4096
     }
 
     package struct DatabaseSettings: Sendable {
@@ -106,7 +113,9 @@ package struct ServiceConfiguration: Sendable {
         self.serviceName = serviceName
         self.http = HTTPSettings(
             host: environment.optional("HTTP_HOST") ?? "127.0.0.1",
-            port: try environment.int("HTTP_PORT", default: defaultPort, in: 0...65535)
+            port: try environment.int("HTTP_PORT", default: defaultPort, in: 0...65535),
+            listenBacklog: try environment.int(
+                "HTTP_LISTEN_BACKLOG", default: HTTPSettings.defaultListenBacklog, in: 1...65535)
         )
         self.database = try DatabaseSettings(environment: environment, defaultSchema: defaultSchema)
         let brokers = try environment.required("KAFKA_BROKERS", meaning: "Kafka bootstrap servers, e.g. 127.0.0.1:9092")

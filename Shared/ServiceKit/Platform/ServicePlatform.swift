@@ -194,7 +194,7 @@ package struct ServicePlatform: Sendable {
             server: server,
             configuration: .init(
                 address: .hostname(configuration.http.host, port: configuration.http.port),
-                serverName: configuration.serviceName
+                serverName: configuration.serviceName, backlog: configuration.http.listenBacklog
             ),
             services: services,
             logger: logger
