@@ -527,15 +527,27 @@ final class RawWebSocket: Sendable {
     /// Sends one masked frame, as a client does.
     func send(opcode: UInt8, fin: Bool = true, payload: [UInt8]) {
         var frame: [UInt8] = [(fin ? 0x80 : 0) | opcode]
-        if payload.count < 126 {
-            frame.append(0x80 | UInt8(payload.count))
-        } else {
-            frame += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
-        }
-        let mask: [UInt8] = [1, 2, 3, 4]
-        frame += mask
-        frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+        frame += Self.maskedLength(payload.count)
+        frame += payload.enumerated().map { $0.element ^ Self.mask[$0.offset % 4] }
         write(frame)
+    }
+
+    /// Sends only the head of a frame that announces `length` bytes of payload, and none of them.
+    func sendHead(opcode: UInt8, length: Int) {
+        write([0x80 | opcode] + Self.maskedLength(length))
+    }
+
+    static let mask: [UInt8] = [1, 2, 3, 4]
+
+    /// The length bytes of a masked client frame (7, 16 or 64 bits), then the mask.
+    static func maskedLength(_ length: Int) -> [UInt8] {
+        let bytes: [UInt8] =
+            switch length {
+            case ..<126: [0x80 | UInt8(length)]
+            case ...0xFFFF: [0x80 | 126, UInt8(length >> 8), UInt8(length & 0xFF)]
+            default: [0x80 | 127] + (0..<8).reversed().map { UInt8((length >> ($0 * 8)) & 0xFF) }
+            }
+        return bytes + mask
     }
 
     private func write(_ bytes: [UInt8]) {

@@ -78,17 +78,23 @@ struct WebSocketFrameTests {
         }
     }
 
-    @Test("a message in fragments over maxPayload closes with 1009; other sessions keep being served")
-    func oversizedFragments() async throws {
+    @Test(
+        "a message over maxPayload closes with 1009, in fragments or as one frame refused by its head; other sessions keep being served",
+        arguments: [false, true])
+    func oversized(asOneFrame: Bool) async throws {
         try await ConformanceFixture.run(path: "/engine.io", pingTimeout: .seconds(20)) { server in
             let socket = try Self.openSession(server)
             defer { socket.close() }
             let other = try Self.openSession(server)
             defer { other.close() }
-            let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 60_000)
-            socket.send(opcode: Self.text, fin: false, payload: [UInt8(ascii: "4")] + chunk)
-            // maxPayload is 1,000,000 bytes: the seventeenth chunk passes it.
-            for _ in 0..<17 { socket.send(opcode: Self.continuation, fin: false, payload: chunk) }
+            if asOneFrame {
+                socket.sendHead(opcode: Self.text, length: 1_000_001)
+            } else {
+                let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 60_000)
+                socket.send(opcode: Self.text, fin: false, payload: [UInt8(ascii: "4")] + chunk)
+                // maxPayload is 1,000,000 bytes: the seventeenth chunk passes it.
+                for _ in 0..<17 { socket.send(opcode: Self.continuation, fin: false, payload: chunk) }
+            }
             #expect(Self.closeCode(Self.next(socket)) == 1009)
             other.send("4still here")
             #expect(Self.next(other).map { String(decoding: $0.payload, as: UTF8.self) } == "4still here")

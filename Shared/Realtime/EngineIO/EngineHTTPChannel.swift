@@ -34,12 +34,19 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
         self.servers = servers
     }
 
+    /// How the connection sizes its receive buffer. NIO keeps a connection's buffer for its whole life, so its
+    /// initial 2 KiB was a fifth of an idle WebSocket's memory; an upgrade request fits in 512 bytes, and the
+    /// buffer grows for connections that read more.
+    static let receiveBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536)
+
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture { [servers] in
+            try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.receiveBuffers)
             let decision = NIOLoopBoundBox<EngineWebSocketUpgrade?>(nil, eventLoop: channel.eventLoop)
             let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
             let upgrader = NIOTypedWebSocketServerUpgrader<UpgradeResult>(
                 maxFrameSize: servers.map(\.configuration.maxPayload).max() ?? 1_000_000,
+                enableAutomaticErrorHandling: false,  // EngineWebSocketHandler answers the decoder's errors.
                 shouldUpgrade: { channel, head in
                     attempted.value = true
                     let headers = HTTPFields(head.headers)

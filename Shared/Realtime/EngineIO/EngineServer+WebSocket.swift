@@ -258,9 +258,21 @@ final class EngineWebSocketHandler: ChannelInboundHandler, EngineWebSocketWriter
         context.fireChannelInactive()
     }
 
+    /// A frame the decoder refused (too long, unmasked, a bad length) is answered with a close frame carrying its
+    /// code before the socket closes, as NIO's `WebSocketProtocolErrorHandler` would without a handler of its own in
+    /// every connection's pipeline; any other error closes the socket.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        ended(.transportError)
-        context.close(promise: nil)
+        guard let error = error as? NIOWebSocketError, !closeSent else {
+            ended(.transportError)
+            context.close(promise: nil)
+            return
+        }
+        ended(.protocolError)
+        closeSent = true
+        var data = context.channel.allocator.buffer(capacity: 2)
+        data.write(webSocketErrorCode: error == .invalidFrameLength ? .messageTooLarge : .protocolError)
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
+            .whenComplete { [channel] _ in channel.close(promise: nil) }
     }
 
     /// A whole message from the peer.

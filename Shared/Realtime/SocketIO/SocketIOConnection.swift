@@ -23,8 +23,10 @@ final class SocketIOConnection: Sendable {
         var partialCost = 0
         /// What the queued packets (and the partial one) cost, in bytes.
         var inboundBytes = 0
-        /// Packets waiting for their handlers, in order.
-        var queue = CircularBuffer<SocketIOPacketWithAttachments>()
+        /// Packets waiting for their handlers, in order. It starts with room for one and, drained after a burst,
+        /// starts over: NIO's default of 16 held 1.7 KiB for every idle connection's life.
+        var queue = Self.emptyQueue
+        static var emptyQueue: CircularBuffer<SocketIOPacketWithAttachments> { CircularBuffer(initialCapacity: 1) }
         /// Whether a task is working through ``queue``.
         var working = false
         /// Who waits for the queue's task to end.
@@ -138,6 +140,7 @@ final class SocketIOConnection: Sendable {
         let (item, waiters) = state.withLock {
             state -> (SocketIOPacketWithAttachments?, [CheckedContinuation<Void, Never>]) in
             if let item = state.queue.popFirst() { return (item, []) }
+            if state.queue.capacity > 2 { state.queue = State.emptyQueue }
             state.working = false
             defer { state.idleWaiters = [] }
             return (nil, state.idleWaiters)
