@@ -5,7 +5,8 @@ import PostgresNIO
 import Realtime
 import ServiceKit
 
-/// The order service's SQL: vendors, orders, service requests, the event log and the pickup saga. Every write
+/// The order service's SQL for vendors, orders, service requests and the event log (the pickup saga's is in
+/// `PickupSaga.swift` and `OrderWorkflow.startPickupSaga`: docs/map.md). Every write
 /// takes the caller's connection, so it joins the caller's transaction.
 package struct OrderStore: Sendable {
     package let outbox: Outbox
