@@ -122,13 +122,25 @@ package struct OrderStore: Sendable {
         return (orders, more ? last : nil)
     }
 
+    /// A status column's value. One this build does not know (written by a newer version, during a rolling
+    /// deploy) is an error, never taken for another status.
+    private static func status<Status: RawRepresentable<String>>(_ cell: PostgresCell, as _: Status.Type) throws
+        -> Status
+    {
+        let value = try cell.decode(String.self)
+        guard let status = Status(rawValue: value) else {
+            throw UnknownStatus(column: cell.columnName, value: value, known: "\(Status.self)")
+        }
+        return status
+    }
+
     private static func order(from cells: PostgresRandomAccessRow) throws -> OrderView {
         let riderId = try cells["rider_id"].decode(String?.self)
         let riderName = try cells["rider_name"].decode(String?.self)
         let photoType = try cells["photo_type"].decode(String?.self)
         return OrderView(
             id: try cells["id"].decode(UUID.self).uuidString.lowercased(),
-            status: OrderStatus(rawValue: try cells["status"].decode(String.self)) ?? .cancelled,
+            status: try status(cells["status"], as: OrderStatus.self),
             customerId: try cells["customer_id"].decode(String.self),
             vendor: VendorRef(
                 id: try cells["vendor_id"].decode(String.self), name: try cells["vendor_name"].decode(String.self),
@@ -259,7 +271,7 @@ package struct OrderStore: Sendable {
             let technicianId = try cells["technician_id"].decode(String?.self)
             return ServiceRequestView(
                 id: try cells["id"].decode(UUID.self).uuidString.lowercased(),
-                status: ServiceRequestStatus(rawValue: try cells["status"].decode(String.self)) ?? .cancelled,
+                status: try Self.status(cells["status"], as: ServiceRequestStatus.self),
                 customerId: try cells["customer_id"].decode(String.self),
                 serviceAddress: Address(
                     line1: try cells["address_line1"].decode(String.self), area: try cells["area"].decode(String.self),
@@ -315,4 +327,12 @@ enum RecordOrderEvent: PreparedStatementText {
             (aggregate_id, aggregate_type, sequence, event_id, event_type, actor_id, actor_role, envelope, occurred_at)
         VALUES ($1::uuid, $2::text, $3::integer, $4::uuid, $5::text, $6::text, $7::text, $8::jsonb, $9::timestamptz)
         """
+}
+
+/// A status column held a value this build's status type does not have.
+struct UnknownStatus: Error, CustomStringConvertible {
+    var column: String
+    var value: String
+    var known: String
+    var description: String { "\(column) is '\(value)', which is not a \(known)" }
 }
