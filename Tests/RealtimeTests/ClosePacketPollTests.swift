@@ -7,15 +7,10 @@ import Testing
 /// session: looked up before the closed session was removed, or after (the server then remembers the sid).
 @Suite("Engine.IO close packet and the poll sent with it")
 struct ClosePacketPollTests {
-    struct Idle: EngineHandler {
-        func opened(_ session: EngineSession) {}
-        func receive(_ message: EngineMessage, from session: EngineSession) throws(EngineProtocolError) {}
-        func closed(_ session: EngineSession, reason: EngineCloseReason) async {}
-    }
-
     /// A server (not listening) and a polling session on it that the client closed with no poll waiting.
     static func closedSession() throws -> (EngineServer, EngineSession) {
-        let server = EngineServer(configuration: EngineConfiguration(), handler: Idle(), logger: Logger(label: "test"))
+        let server = EngineServer(
+            configuration: EngineConfiguration(), handler: IdleEngineHandler(), logger: Logger(label: "test"))
         guard case .success(let session) = server.openSession(query: [:], headers: [:], peer: nil, transport: .polling)
         else { throw ProtocolMismatch("no session opened") }
         session.close(.clientClose)

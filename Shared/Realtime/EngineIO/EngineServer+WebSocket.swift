@@ -268,10 +268,7 @@ final class EngineWebSocketHandler: ChannelInboundHandler, EngineWebSocketWriter
             return
         }
         ended(.protocolError)
-        closeSent = true
-        var data = context.channel.allocator.buffer(capacity: 2)
-        data.write(webSocketErrorCode: error == .invalidFrameLength ? .messageTooLarge : .protocolError)
-        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
+        writeClose(error == .invalidFrameLength ? .messageTooLarge : .protocolError, reason: nil, context: context)
             .whenComplete { [channel] _ in channel.close(promise: nil) }
     }
 
@@ -363,13 +360,19 @@ final class EngineWebSocketHandler: ChannelInboundHandler, EngineWebSocketWriter
     /// Sends a close frame (once) and closes the socket when the peer answers, or after ``closeTimeout``.
     private func sendClose(_ code: WebSocketErrorCode, reason: String? = nil) {
         guard let context, !closeSent else { return }
+        writeClose(code, reason: reason, context: context)
+        timer?.cancel()
+        timer = context.eventLoop.scheduleTask(in: Self.closeTimeout) { [channel] in channel.close(promise: nil) }
+    }
+
+    /// Writes the one close frame this connection sends, with `code` and an optional reason.
+    private func writeClose(_ code: WebSocketErrorCode, reason: String?, context: ChannelHandlerContext)
+        -> EventLoopFuture<Void>
+    {
         closeSent = true
         var data = context.channel.allocator.buffer(capacity: 2 + (reason?.utf8.count ?? 0))
         data.write(webSocketErrorCode: code)
         if let reason { data.writeString(reason) }
-        context.writeAndFlush(
-            wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)), promise: nil)
-        timer?.cancel()
-        timer = context.eventLoop.scheduleTask(in: Self.closeTimeout) { [channel] in channel.close(promise: nil) }
+        return context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
     }
 }

@@ -27,6 +27,9 @@ package struct EngineConfiguration: Sendable {
     package var maxSessionsPerAddress: Int?
     /// Which peers' `X-Forwarded-For` / `X-Real-IP` name the client (the gateway's address).
     package var trustedProxies = TrustedProxies.loopback
+    /// The headers (lower-cased names) a session keeps from the request that opened it, for the layer above's
+    /// handshake; nil keeps them all. Each kept header costs memory for the life of the connection.
+    package var retainedHeaders: Set<String>? = ["authorization"]
 
     package init() {}
 }
@@ -122,9 +125,13 @@ package final class EngineServer: Service, Sendable {
         guard handler.acceptsSessions else { return .failure(.starting) }
         let headerValues = Self.headerValues(headers)
         let address = configuration.trustedProxies.clientAddress(peer: peer, headers: headerValues)
+        let retainedHeaders = configuration.retainedHeaders.map { names in
+            headerValues.filter { names.contains($0.key) }
+        }
         let session = EngineSession(
-            id: Self.makeSessionId(), query: query, headers: headerValues, clientAddress: address,
-            transport: transport, outboundLimit: configuration.outboundBacklogLimit
+            id: Self.makeSessionId(), query: query.filter { !Self.protocolQueryKeys.contains($0.key) },
+            headers: retainedHeaders ?? headerValues, clientAddress: address, transport: transport,
+            outboundLimit: configuration.outboundBacklogLimit
         )
         let refusal = sessions.withLock { sessions -> Refusal? in
             // Checked again under the lock: a shutdown either sees this session (and closes it) or refuses it.
@@ -249,6 +256,9 @@ package final class EngineServer: Service, Sendable {
     // MARK: Helpers
 
     /// The decoded query parameters of a request target's query; `=`, `a=` and `=b` are kept, never a crash.
+    /// The query parameters of the protocol itself, which a session does not keep.
+    static let protocolQueryKeys: Set<String> = ["EIO", "transport", "sid", "t", "j", "b64"]
+
     package static func query(of text: String?) -> [String: String] {
         var values: [String: String] = [:]
         for pair in (text ?? "").split(separator: "&") {

@@ -2,47 +2,6 @@ import Foundation
 import NIOCore
 import Synchronization
 
-/// Why an Engine.IO session ended.
-package enum EngineCloseReason: String, Sendable {
-    /// The peer asked (close packet) or its socket went away.
-    case clientClose = "client close"
-    case transportClose = "transport close"
-    case transportError = "transport error"
-    case pingTimeout = "ping timeout"
-    case connectTimeout = "connect timeout"
-    case protocolError = "parse error"
-    case serverClose = "server close"
-    case serverShutdown = "server shutting down"
-    /// More bytes waited for the peer than the outbound limit allows: it does not read (fast enough).
-    case outboundBacklogFull = "outbound backlog full"
-    /// More packets waited to be handled than the inbound limit allows: it sends faster than they are handled.
-    case inboundBacklogFull = "inbound backlog full"
-}
-
-/// A message from the peer: the payload of an Engine.IO message packet.
-package enum EngineMessage: Sendable, Equatable {
-    case text(String)
-    case binary([UInt8])
-}
-
-/// The writer of a session on WebSocket: the connection's handler, which takes the packets on its event loop.
-protocol EngineWebSocketWriter: AnyObject, Sendable {
-    /// Packets wait, or the session closed: take them with ``EngineSession/takeWebSocketBatch()`` until it says
-    /// idle or finished. Called from any thread, once until the writer finds the queue empty.
-    func packetsWaiting()
-    /// The session closed for an overflowing backlog: the connection closes at once, without what is queued.
-    func abort()
-}
-
-/// What the WebSocket writer of a session does next (``EngineSession/takeWebSocketBatch()``).
-enum WebSocketBatch {
-    case packets([EnginePacket])
-    /// Nothing waits: rest until woken.
-    case idle
-    /// The session closed and everything was handed out: end the connection.
-    case finished
-}
-
 /// What a polling GET receives.
 enum PollResult: Sendable {
     case packets([EnginePacket])
@@ -57,9 +16,11 @@ enum PollResult: Sendable {
 /// A peer that lets more than the limit pile up (it does not read) is disconnected rather than buffered for.
 package final class EngineSession: Sendable {
     package let id: String
-    /// The query of the request that opened the session.
+    /// The query of the request that opened the session, without the protocol's own parameters (`EIO`,
+    /// `transport`, `sid`, `t`, `j`, `b64`).
     package let query: [String: String]
-    /// The headers of the request that opened the session (lower-cased names).
+    /// The headers of the request that opened the session that ``EngineConfiguration/retainedHeaders`` keeps
+    /// (lower-cased names).
     package let headers: [String: String]
     /// The client's address (the peer's, or the one a trusted proxy forwarded), if known.
     package let clientAddress: String?

@@ -246,3 +246,10 @@ private struct JSONParser {
         return value
     }
 }
+
+/// Why a text is not JSON.
+package struct JSONParseError: Error, CustomStringConvertible {
+    package var offset: Int
+    package var reason: String
+    package var description: String { "invalid JSON at byte \(offset): \(reason)" }
+}

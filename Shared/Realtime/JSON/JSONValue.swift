@@ -192,13 +192,6 @@ package struct JSONObject: Sendable, Equatable {
     }
 }
 
-/// Why a text is not JSON.
-package struct JSONParseError: Error, CustomStringConvertible {
-    package var offset: Int
-    package var reason: String
-    package var description: String { "invalid JSON at byte \(offset): \(reason)" }
-}
-
 extension JSONValue {
     /// Encodes `value` with the contracts' JSON coding (ISO-8601 dates).
     package init(encoding value: some Encodable) throws {

@@ -1,0 +1,68 @@
+import Foundation
+
+/// An emit to one room of a namespace, as a server hands it to its store.
+package struct RoomEmit: Sendable, Equatable {
+    package var namespace: String
+    package var room: String
+    /// The Socket.IO event packet, encoded, without a recovery offset.
+    package var packet: String
+    package var attachments: [[UInt8]]
+    /// The socket that does not get it (the sender's own).
+    package var except: String?
+    /// Set when only the latest emit of this key in the room matters (a position, an ETA): it replaces the room's
+    /// previous value of the key instead of joining the room's stream, carries no offset, and a recovered socket
+    /// gets the latest value again.
+    package var latestKey: String?
+
+    package init(
+        namespace: String, room: String, packet: String, attachments: [[UInt8]] = [], except: String? = nil,
+        latestKey: String? = nil
+    ) {
+        self.namespace = namespace
+        self.room = room
+        self.packet = packet
+        self.attachments = attachments
+        self.except = except
+        self.latestKey = latestKey
+    }
+}
+
+/// An emit of a room's stream, with its place in it.
+package struct StreamEmit: Sendable, Equatable {
+    package var namespace: String
+    package var room: String
+    /// The stream's epoch and this emit's offset in it.
+    package var position: StreamPosition
+    package var packet: String
+    package var attachments: [[UInt8]]
+    package var except: String?
+
+    package init(
+        namespace: String, room: String, position: StreamPosition, packet: String, attachments: [[UInt8]] = [],
+        except: String? = nil
+    ) {
+        self.namespace = namespace
+        self.room = room
+        self.position = position
+        self.packet = packet
+        self.attachments = attachments
+        self.except = except
+    }
+
+    /// What the packets cost to hold and send, in bytes.
+    package var bytes: Int { packet.utf8.count + attachments.reduce(0) { $0 + $1.count } }
+}
+
+/// What a store tells every server as it commits.
+package enum RealtimeNotice: Sendable, Equatable {
+    /// An emit joined its room's stream. Without its packet when that was too large to come along
+    /// (``RealtimeStore/emits(namespace:room:after:byteLimit:)`` reads it).
+    case emit(namespace: String, room: String, position: StreamPosition, packet: StreamEmit?)
+    /// A room's latest value of a key changed.
+    case latest(namespace: String, room: String, key: String, packet: String)
+    /// A session was restored by `owner` (another server's socket of it must go).
+    case sessionClaimed(pid: String, generation: Int, owner: String)
+    /// A server's mark (``RealtimeStore/mark(_:)``): every notice of a change committed before it was sent came
+    /// first.
+    case mark(String)
+}
