@@ -5,23 +5,15 @@ import Testing
 /// `ServiceEnvironment`: `environment.int("NAME", ...)`, `environment.optional("NAME")` and the like).
 @Suite("docs/configuration.md's variables")
 struct ConfigurationTableTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-
     /// The names the services' and shared modules' sources read, with the first file reading each.
     static func variablesRead() throws -> [String: String] {
         let read = try Regex(#"environment\.[a-zA-Z]+\(\s*"([A-Z][A-Z0-9_]*)""#)
         var names: [String: String] = [:]
-        for folder in ["Services", "Shared"] {
-            let files = FileManager.default.enumerator(
-                at: root.appendingPathComponent(folder), includingPropertiesForKeys: nil)
-            while let file = files?.nextObject() as? URL {
-                guard file.pathExtension == "swift" else { continue }
-                let text = try String(contentsOf: file, encoding: .utf8)
-                for match in text.matches(of: read) {
-                    guard let name = match.output[1].substring.map(String.init), names[name] == nil else { continue }
-                    names[name] = file.lastPathComponent
-                }
+        for file in Repository.files(under: ["Services", "Shared"]) where file.pathExtension == "swift" {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for match in text.matches(of: read) {
+                guard let name = match.output[1].substring.map(String.init), names[name] == nil else { continue }
+                names[name] = file.lastPathComponent
             }
         }
         return names
@@ -29,8 +21,7 @@ struct ConfigurationTableTests {
 
     /// The names in the first column of the document's tables.
     static func variablesDocumented() throws -> Set<String> {
-        let markdown = try String(
-            contentsOf: root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        let markdown = try Repository.text("docs/configuration.md")
         let name = try Regex(#"`([A-Z][A-Z0-9_]*)`"#)
         var names = Set<String>()
         for line in markdown.split(separator: "\n") where line.hasPrefix("| `") {

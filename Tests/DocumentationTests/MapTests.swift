@@ -6,11 +6,7 @@ import Testing
 /// migration creates (and no other), and every topic has a row in its consumers table.
 @Suite("docs/map.md")
 struct MapTests {
-    static let root = ConfigurationTableTests.root
-
-    static func map() throws -> String {
-        try String(contentsOf: root.appendingPathComponent("docs/map.md"), encoding: .utf8)
-    }
+    static func map() throws -> String { try Repository.text("docs/map.md") }
 
     /// The body of the section whose heading is `heading`, up to the next heading of its level.
     static func section(_ heading: String, of markdown: String) throws -> String {
@@ -37,7 +33,7 @@ struct MapTests {
             guard let named = match.output[1].substring.map(String.init) else { continue }
             let exists =
                 named.contains("/")
-                ? FileManager.default.fileExists(atPath: Self.root.appendingPathComponent(named).path)
+                ? FileManager.default.fileExists(atPath: Repository.root.appendingPathComponent(named).path)
                 : sources.contains(named)
             if !exists { missing.append(named) }
         }
@@ -48,7 +44,8 @@ struct MapTests {
     func tablesAgainstMigrations() throws {
         let created = try Regex(#"CREATE\s+(?:UNLOGGED\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_]+)"#)
         var tables = Set<String>()
-        for file in Self.files(under: ["Services", "Shared"]) where ["sql", "swift"].contains(file.pathExtension) {
+        for file in Repository.files(under: ["Services", "Shared"]) where ["sql", "swift"].contains(file.pathExtension)
+        {
             let text = try String(contentsOf: file, encoding: .utf8)
             for match in text.matches(of: created) {
                 if let name = match.output[1].substring { tables.insert(String(name)) }
@@ -67,15 +64,7 @@ struct MapTests {
         #expect(Set(Topic.all.map(\.rawValue)).subtracting(rows).sorted() == [])
     }
 
-    static func files(under folders: [String]) -> [URL] {
-        folders.flatMap { folder in
-            let files = FileManager.default.enumerator(
-                at: root.appendingPathComponent(folder), includingPropertiesForKeys: nil)
-            return (files?.allObjects as? [URL]) ?? []
-        }
-    }
-
     static func fileNames(under folders: [String]) -> Set<String> {
-        Set(files(under: folders).map(\.lastPathComponent))
+        Set(Repository.files(under: folders).map(\.lastPathComponent))
     }
 }

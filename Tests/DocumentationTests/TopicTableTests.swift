@@ -49,10 +49,7 @@ struct TopicTable {
 @Suite("docs/architecture.md's topics table")
 struct TopicTableTests {
     static func table() throws -> TopicTable {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        return try TopicTable(
-            markdown: try String(contentsOf: root.appendingPathComponent("docs/architecture.md"), encoding: .utf8))
+        try TopicTable(markdown: try Repository.text("docs/architecture.md"))
     }
 
     @Test("names every topic with exactly the events EventCatalog publishes there")

@@ -24,9 +24,11 @@ package func withRunningApplication<App: ApplicationProtocol, Result: Sendable>(
 }
 
 /// Runs `services` (one of them listening on `port`, if given) for the duration of `body`, then shuts them down in
-/// reverse order.
+/// reverse order. A shutdown that takes longer than `shutdownLimit` dumps every thread's backtrace to stderr and
+/// fails with ``ShutdownOverran`` (the services are then cancelled), rather than hang the test run.
 package func withRunningServices<Result: Sendable>(
-    _ services: [any Service], port: Int? = nil, _ body: @Sendable () async throws -> Result
+    _ services: [any Service], port: Int? = nil, shutdownLimit: Duration = .seconds(30),
+    _ body: @Sendable () async throws -> Result
 ) async throws -> Result {
     try await withThrowingTaskGroup(of: Void.self) { group in
         let serviceGroup = ServiceGroup(
@@ -41,15 +43,27 @@ package func withRunningServices<Result: Sendable>(
         try await eventually(timeout: .seconds(10), "the realtime servers following their stores") {
             realtime.allSatisfy(\.isFollowing)
         }
+        let outcome: Swift.Result<Result, any Error>
         do {
-            let result = try await body()
-            await serviceGroup.triggerGracefulShutdown()
-            try await group.waitForAll()
-            return result
+            outcome = .success(try await body())
         } catch {
-            await serviceGroup.triggerGracefulShutdown()
-            throw error
+            outcome = .failure(error)
         }
+        await serviceGroup.triggerGracefulShutdown()
+        group.addTask {
+            try await Task.sleep(for: shutdownLimit)
+            FileHandle.standardError.write(Data(await threadBacktraces().utf8))
+            throw ShutdownOverran(limit: shutdownLimit)
+        }
+        do {
+            // The first task to end is the service group (shut down) or the deadline.
+            try await group.next()
+            group.cancelAll()
+        } catch {
+            group.cancelAll()
+            if case .success = outcome { throw error }
+        }
+        return try outcome.get()
     }
 }
 

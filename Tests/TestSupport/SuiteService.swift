@@ -27,8 +27,8 @@ package final class SuiteShared<Value: Sendable>: Sendable {
 
 /// Builds `Service` as its executable does, with `extra` settings in a fresh schema (and `brokers`, by default
 /// the test broker) and the time from `now` (a ``SteppedClock``'s to test deadlines), runs it until the test
-/// process ends, and returns a client once it is ready and its consumers had the few seconds Tansu needs to let
-/// them join their groups.
+/// process ends, and returns a client once it is ready and every consumer has its partitions (Tansu takes a few
+/// seconds to let a member join its group).
 package func startSuiteService<Service: ServiceDefinition>(
     _ service: Service.Type, schema: String = uniqueName(Service.defaultSchema), brokers: String? = nil,
     extra: [String: String] = [:], now: Now = .system
@@ -45,7 +45,9 @@ package func startSuiteService<Service: ServiceDefinition>(
     try await eventually(timeout: .seconds(30), "\(Service.name) ready") {
         (try? await client.get("/ready").status) == 200
     }
-    try await Task.sleep(for: .seconds(4))
+    try await eventually(timeout: .seconds(30), "\(Service.name)'s consumers assigned their partitions") {
+        app.consumers.allSatisfy(\.hasPartitions)
+    }
     return client
 }
 

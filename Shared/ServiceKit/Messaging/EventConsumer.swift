@@ -5,6 +5,7 @@ import Logging
 import Metrics
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 
 /// Consumes topics as a consumer-group member and applies each event, committing the Kafka offset only after
 /// the effect is done (at-least-once).
@@ -50,6 +51,12 @@ package final class EventConsumer: Service, Sendable {
     package let maximumAttempts = 5
     private let processed: Counter
     private let deadLettered: Counter
+    /// The Kafka consumer while ``run()`` runs.
+    private let running = Mutex<KafkaConsumer?>(nil)
+
+    /// Whether the consumer has partitions to read: a group member once the group assigned it some, a reader on
+    /// each instance once it located where to start. What a test waits for before producing what it consumes.
+    package var hasPartitions: Bool { running.withLock { $0.map { !$0.assignment().isEmpty } ?? false } }
 
     /// - Parameters:
     ///   - name: the consumer's name, unique in the service: its inbox key and the suffix of its group id.
@@ -96,12 +103,14 @@ package final class EventConsumer: Service, Sendable {
             "consuming",
             metadata: ["kafka.topics": "\(topics.map(\.rawValue))", "kafka.group": "\(configuration.groupId)"]
         )
+        running.withLock { $0 = consumer }
         do {
             try await cancelWhenGracefulShutdown {
                 try await self.consume(consumer)
             }
         } catch is CancellationError {
         }
+        running.withLock { $0 = nil }
         await consumer.close()
     }
 
