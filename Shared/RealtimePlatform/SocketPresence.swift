@@ -5,6 +5,8 @@ import Realtime
 import ServiceKit
 import Synchronization
 
+// Presence and what only it uses: its prepared statements, its backgrounded sockets and the `app_state` messages.
+
 /// Which users have a live socket with their app in the foreground, on any instance: one row per socket in a table
 /// of the service's own schema, `(socket_id text PRIMARY KEY, <room> text, user_id text, instance_id text, seen_at
 /// timestamptz, in_background boolean)`. A room scopes presence (chat: the order's room); a namespace without rooms
@@ -102,30 +104,6 @@ package struct SocketPresence: Sendable {
             """, logger: logger)
         let cutoff = now - freshness
         try await connection.queryWhileOpen("DELETE FROM \(unescaped: table) WHERE seen_at < \(cutoff)", logger: logger)
-    }
-}
-
-/// A presence table of a service's schema, `(socket_id text PRIMARY KEY, <room> text, user_id text, instance_id
-/// text, seen_at timestamptz, in_background boolean)`: its names are constants of the service, never user input.
-package protocol PresenceTable {
-    /// The table's name.
-    static var table: String { get }
-    /// Its room column (chat's predates ``SocketPresence`` and calls it `order_id`).
-    static var roomColumn: String { get }
-}
-
-extension PresenceTable {
-    package static var roomColumn: String { "room" }
-
-    /// SQL true when user `user` has a socket in room `room`, seen after `since`, whose app is in the foreground
-    /// (each argument an SQL expression): ``SocketPresence/isPresent(userId:room:now:on:)``'s test, for a
-    /// statement that reads presence with other things.
-    package static func presentCondition(room: String, user: String, since: String) -> String {
-        """
-        EXISTS (SELECT 1 FROM \(table) AS present
-                WHERE present.\(roomColumn) = \(room) AND present.user_id = \(user) AND present.seen_at > \(since)
-                      AND NOT present.in_background)
-        """
     }
 }
 

@@ -15,13 +15,6 @@ package struct ReadinessCheck: Sendable {
     }
 }
 
-/// What an advisory check throws: its description is shown in `/ready` as it is (a failing required check shows
-/// only "down"; its raw error, which may name hosts and users, goes to the log).
-package struct Degradation: Error, CustomStringConvertible {
-    package var description: String
-    package init(_ description: String) { self.description = description }
-}
-
 /// `/health` (200 while the process runs), `/ready` (200 while every required dependency answers, else 503 naming
 /// what is down; "degraded" when an advisory check fails) and `/metrics` (Prometheus text).
 package enum HealthRoutes {
@@ -97,26 +90,5 @@ package enum HealthRoutes {
                 body: .init(byteBuffer: ByteBuffer(string: text))
             )
         }
-    }
-}
-
-/// Thrown by ``withTimeout(_:_:)`` when the operation took too long.
-package struct TimeoutError: Error, CustomStringConvertible {
-    package var timeout: Duration
-    package var description: String { "no answer within \(timeout)" }
-}
-
-/// Runs `operation`, cancelling it and throwing ``TimeoutError`` if it takes longer than `timeout`.
-package func withTimeout<T: Sendable>(
-    _ timeout: Duration, _ operation: @escaping @Sendable () async throws -> T
-) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            throw TimeoutError(timeout: timeout)
-        }
-        defer { group.cancelAll() }
-        return try await group.next()!
     }
 }

@@ -6,6 +6,8 @@ import Metrics
 import PostgresNIO
 import ServiceLifecycle
 
+// The relay and what only it uses: the prepared statements it runs and the error it starts over on.
+
 /// Publishes committed outbox rows to Kafka, in order per aggregate, and marks a row published only after the
 /// broker acknowledged it. Woken by LISTEN/NOTIFY on commit, with a polling fallback.
 ///
@@ -132,22 +134,6 @@ package final class OutboxRelay: Service, Sendable {
         }
     }
 
-    private struct PendingRow: Sendable {
-        var id: Int64
-        var topic: String
-        var key: String
-        var payload: String
-        var createdAt: Date
-        var attempts: Int
-    }
-
-    /// A row the broker did not take this round, and whether it never will.
-    private struct FailedRow: Sendable {
-        var row: PendingRow
-        var error: String
-        var isPermanent: Bool
-    }
-
     /// Publishes pending rows batch by batch. A row is marked published only if it and every earlier pending
     /// row with its key were acknowledged, so per-aggregate order survives a partial failure. A failed row waits
     /// for its own back-off, holding only its key; one the broker refuses for good (too large, invalid) is moved
@@ -156,54 +142,37 @@ package final class OutboxRelay: Service, Sendable {
     func drain() async throws {
         while !Task.isCancelled {
             let rows = try await database.withConnection { connection in
-                var rows: [PendingRow] = []
+                var rows: [PendingOutboxRow] = []
                 let bindings = PostgresBindings(settings.batchSize)
                 for row in try await connection.queryWhileOpen(PendingOutboxBatch.self, bindings, logger: logger) {
                     let (id, topic, key, payload, createdAt, attempts) = try row.decode(
                         (Int64, String, String, String, Date, Int).self)
                     rows.append(
-                        PendingRow(
+                        PendingOutboxRow(
                             id: id, topic: topic, key: key, payload: payload, createdAt: createdAt, attempts: attempts))
                 }
                 return rows
             }
             guard !rows.isEmpty else { return }
 
-            // A row over the size limit (written before the limit was checked at enqueue) is never sent: the
-            // broker would refuse it, and the attempt would only delay the rows behind it.
-            let sendable = rows.filter { $0.payload.utf8.count <= Outbox.maximumEventBytes }
+            let sendable = OutboxRound.sendable(rows, maximumBytes: Outbox.maximumEventBytes)
             // Enqueued in id order, so each key's rows reach their partition in commit order.
             let results = try await producer.send(
                 sendable.map { KafkaOutgoingMessage(topic: $0.topic, key: $0.key, value: Data($0.payload.utf8)) }
             )
-            var outcomes: [Int64: KafkaError?] = [:]
+            var answers: [Int64: KafkaError?] = [:]
             for (row, result) in zip(sendable, results) {
                 switch result {
-                case .success: outcomes[row.id] = .some(nil)
-                case .failure(let error as KafkaError): outcomes[row.id] = error
+                case .success: answers[row.id] = .some(nil)
+                case .failure(let error as KafkaError): answers[row.id] = error
                 case .failure(let error):
-                    outcomes[row.id] = KafkaError(.deliveryFailed, message: "\(error)", isRetriable: true)
+                    answers[row.id] = KafkaError(.deliveryFailed, message: "\(error)", isRetriable: true)
                 }
             }
-
-            var publishedIds: [Int64] = []
-            var failed: [FailedRow] = []
-            var blockedKeys = Set<String>()
-            for row in rows {
-                if let outcome = outcomes[row.id] {
-                    if let error = outcome {
-                        blockedKeys.insert(row.key)
-                        failed.append(FailedRow(row: row, error: "\(error)", isPermanent: !error.isRetriable))
-                    } else if !blockedKeys.contains(row.key) {
-                        publishedIds.append(row.id)
-                        lag.recordInterval(since: row.createdAt)
-                    }
-                } else {
-                    blockedKeys.insert(row.key)
-                    let error = "the event is \(row.payload.utf8.count) bytes; the limit is \(Outbox.maximumEventBytes)"
-                    failed.append(FailedRow(row: row, error: error, isPermanent: true))
-                }
-            }
+            let round = OutboxRound(rows: rows, answers: answers, maximumBytes: Outbox.maximumEventBytes)
+            let publishedIds = round.published.map(\.id)
+            let failed = round.failed
+            for row in round.published { lag.recordInterval(since: row.createdAt) }
             try await database.withConnection { connection in
                 if !publishedIds.isEmpty {
                     let bindings = PostgresBindings(publishedIds)
@@ -226,18 +195,14 @@ package final class OutboxRelay: Service, Sendable {
     }
 
     /// Tries a row the broker refused for good gets before it becomes a dead letter.
-    package static let permanentFailureAttempts = 3
+    package static let permanentFailureAttempts = OutboxRound.permanentFailureAttempts
 
     /// Records a failed attempt: the row waits out its back-off (0.5 s doubling to 30 s), or, refused for good
     /// too often, moves to `outbox_dead_letters`. Logged on its first failure and when it dies, not every retry.
-    private func record(_ failure: FailedRow, on connection: PostgresConnection) async throws {
+    private func record(_ failure: OutboxRound.Failure, on connection: PostgresConnection) async throws {
         let row = failure.row
-        let attempts = row.attempts + 1
-        let metadata: Logger.Metadata = [
-            "outbox.id": "\(row.id)", "kafka.topic": "\(row.topic)", "kafka.key": "\(row.key)",
-            "outbox.attempts": "\(attempts)", "error": "\(failure.error)",
-        ]
-        if failure.isPermanent, attempts >= Self.permanentFailureAttempts {
+        switch OutboxRound.step(after: failure) {
+        case .deadLetter(let attempts):
             try await connection.queryWhileOpen(
                 """
                 WITH dead AS (DELETE FROM outbox WHERE id = \(row.id) RETURNING *)
@@ -248,18 +213,28 @@ package final class OutboxRelay: Service, Sendable {
                 """, logger: logger
             )
             deadLetters.increment()
-            logger.error("outbox row refused for good: moved to outbox_dead_letters, its key held", metadata: metadata)
-            return
+            logger.error(
+                "outbox row refused for good: moved to outbox_dead_letters, its key held",
+                metadata: Self.metadata(failure, attempts: attempts))
+        case .retry(let attempts, let backoffMilliseconds):
+            try await connection.queryWhileOpen(
+                """
+                UPDATE outbox SET attempts = \(attempts), last_error = \(failure.error),
+                    retry_at = now() + \(backoffMilliseconds) * interval '1 millisecond'
+                WHERE id = \(row.id)
+                """, logger: logger
+            )
+            logger.debug(
+                "outbox row not acknowledged; it waits and is retried",
+                metadata: Self.metadata(failure, attempts: attempts))
         }
-        let backoffMilliseconds = min(500 << min(row.attempts, 6), 30_000)
-        try await connection.queryWhileOpen(
-            """
-            UPDATE outbox SET attempts = \(attempts), last_error = \(failure.error),
-                retry_at = now() + \(backoffMilliseconds) * interval '1 millisecond'
-            WHERE id = \(row.id)
-            """, logger: logger
-        )
-        logger.debug("outbox row not acknowledged; it waits and is retried", metadata: metadata)
+    }
+
+    private static func metadata(_ failure: OutboxRound.Failure, attempts: Int) -> Logger.Metadata {
+        [
+            "outbox.id": "\(failure.row.id)", "kafka.topic": "\(failure.row.topic)", "kafka.key": "\(failure.row.key)",
+            "outbox.attempts": "\(attempts)", "error": "\(failure.error)",
+        ]
     }
 
     /// Throws ``Degradation`` naming the held aggregates while `outbox_dead_letters` has rows.

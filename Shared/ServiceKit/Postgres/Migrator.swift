@@ -20,54 +20,6 @@ package struct Migration: Sendable, Equatable {
     }
 }
 
-/// The migrations of one component (`platform` for ServiceKit's own tables, or a service), applied in order.
-package struct MigrationSet: Sendable {
-    package var component: String
-    package var migrations: [Migration]
-
-    package init(component: String, migrations: [Migration]) {
-        self.component = component
-        self.migrations = migrations.sorted { $0.version < $1.version }
-    }
-
-    /// Reads `NNNN_name.sql` files from a directory (a resource folder of the component's bundle).
-    package init(component: String, directory: URL) throws {
-        let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
-            .filter { $0.pathExtension == "sql" }
-        var migrations: [Migration] = []
-        for file in files {
-            let base = file.deletingPathExtension().lastPathComponent
-            let parts = base.split(separator: "_", maxSplits: 1)
-            guard parts.count == 2, let version = Int(parts[0]) else {
-                throw MigrationError(
-                    component: component, version: nil, message: "\(file.lastPathComponent) is not named NNNN_name.sql")
-            }
-            migrations.append(
-                Migration(version: version, name: String(parts[1]), sql: try String(contentsOf: file, encoding: .utf8)))
-        }
-        let versions = migrations.map(\.version)
-        guard Set(versions).count == versions.count else {
-            throw MigrationError(component: component, version: nil, message: "two migration files share a version")
-        }
-        self.init(component: component, migrations: migrations)
-    }
-
-    /// ServiceKit's own tables (outbox, inbox, dead letters, idempotency), applied first in every schema.
-    package static func platform() throws -> MigrationSet {
-        try MigrationSet(component: "platform", bundle: .module)
-    }
-}
-
-/// Why migrating failed: which component and version, and what Postgres said.
-package struct MigrationError: Error, CustomStringConvertible {
-    package var component: String
-    package var version: Int?
-    package var message: String
-    package var description: String {
-        "migration \(component)" + (version.map { " \($0)" } ?? "") + ": \(message)"
-    }
-}
-
 /// Applies migrations into a schema: each pending one once, in its own transaction, under an advisory lock so
 /// instances starting together do not race. The lock is database-wide: services sharing a database may create
 /// database-wide objects (extensions), and migrations are short.
