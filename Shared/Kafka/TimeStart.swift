@@ -100,13 +100,46 @@ private struct RecordStamps {
     /// nothing for minutes) makes it answer the range's start instead: reading more than needed, never less.
     func firstOffset(atOrAfter milliseconds: Int64, in range: Range<Int64>, hint: Int64?) throws(KafkaError) -> Int64 {
         do {
-            return try search(atOrAfter: milliseconds, in: range, hint: hint)
+            return try verifiedSearch(atOrAfter: milliseconds, in: range, hint: hint)
         } catch let error where error.kind == .brokerUnavailable {
             logger.warning(
                 "could not read the records' timestamps; reading the partition from its first offset",
                 metadata: ["kafka.partition": "\(partition)", "error": "\(error)"])
             return range.lowerBound
         }
+    }
+
+    /// The search's answer once the records on both sides of it, each read at exactly its offset, show it is the
+    /// boundary. A read that took a later record (the exact one did not come within ``exactGrace``: a gap, or a
+    /// loaded broker while records fetched for an earlier read were still queued, seen in CI as a reader from the
+    /// stamp of record 1,199 beginning at 1,181) can move the answer too early; the search then runs again, three
+    /// times at most, and the earliest answer is kept: reading more than needed, never less.
+    private func verifiedSearch(atOrAfter milliseconds: Int64, in range: Range<Int64>, hint: Int64?)
+        throws(KafkaError) -> Int64
+    {
+        var earliest = range.upperBound
+        for pass in 0..<3 {
+            let answer = try search(atOrAfter: milliseconds, in: range, hint: pass == 0 ? hint : nil)
+            earliest = min(earliest, answer)
+            if try isBoundary(answer, of: milliseconds, in: range) { return answer }
+        }
+        logger.warning(
+            "could not confirm where the records' timestamps reach the time; reading from the earliest answer",
+            metadata: ["kafka.partition": "\(partition)", "kafka.offset": "\(earliest)"])
+        return earliest
+    }
+
+    /// Whether `offset` is the first in `range` stamped at or after `milliseconds`, by exact reads of it and the
+    /// record before it.
+    private func isBoundary(_ offset: Int64, of milliseconds: Int64, in range: Range<Int64>) throws(KafkaError) -> Bool
+    {
+        if offset > range.lowerBound {
+            let before = try record(atOrAfter: offset - 1)
+            guard before.offset == offset - 1, before.stamp < milliseconds else { return false }
+        }
+        guard offset < range.upperBound else { return true }
+        let at = try record(atOrAfter: offset)
+        return at.offset == offset && at.stamp >= milliseconds
     }
 
     private func search(atOrAfter milliseconds: Int64, in range: Range<Int64>, hint: Int64?) throws(KafkaError)
