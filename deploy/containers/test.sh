@@ -9,6 +9,9 @@ source "$(dirname "$0")/../local/common.sh"
 missing=()
 for tool in podman runc podman-compose debootstrap; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+# netavark and aardvark-dns are only podman's recommendations: without them podman falls back to CNI, whose
+# networks have no DNS, and the services cannot find postgres or kafka by name.
+for helper in netavark aardvark-dns; do [ -x "/usr/lib/podman/$helper" ] || missing+=("$helper"); done
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
 started=$(date +%s)
