@@ -1,5 +1,7 @@
 import Foundation
 
+// The envelope as written and as read (its payload, header, decoded form and decoding error), which change together.
+
 /// A domain event's payload: its wire name, the topic it travels on and the schema version it is written with.
 package protocol EventPayload: Codable, Sendable, Equatable {
     /// The envelope's `type`, e.g. `OrderPickedUp`.

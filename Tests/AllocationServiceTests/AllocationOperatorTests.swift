@@ -160,7 +160,8 @@ struct AllocationOperatorTests {
                     "rescinded for \(second.id)", "assigned to \(first.id)",
                 ])
             let refused = try Self.event(
-                RiderAssignmentRefused(orderId: orderId, offerId: nil, riderId: first.id, orderStatus: "InTransit"),
+                RiderAssignmentRefused(
+                    orderId: orderId, offerId: nil, riderId: first.id, orderStatus: .status(.inTransit)),
                 orderId: orderId)
             let refusal = try await database.transaction { try await workflow.apply(orderEvent: refused, on: $0) }
             #expect(AllocationDeadlineTests.describe(refusal) == ["unassigned from \(first.id)"])

@@ -28,8 +28,9 @@ struct EventRoundTripTests {
             orderId: "o-1", customerId: "c-1", vendorId: "v-1", offerId: nil, rider: rider, previousRiderId: "r-0"
         ),
         RiderUnassigned(orderId: "o-1", customerId: "c-1", vendorId: "v-1", previousRiderId: "r-0"),
-        RiderAssignmentRefused(orderId: "o-1", offerId: "of-1", riderId: "r-1", orderStatus: "Cancelled"),
-        RiderAssignmentRefused(orderId: "o-1", offerId: nil, riderId: "r-2", orderStatus: "InTransit"),
+        RiderAssignmentRefused(orderId: "o-1", offerId: "of-1", riderId: "r-1", orderStatus: .status(.cancelled)),
+        RiderAssignmentRefused(orderId: "o-1", offerId: nil, riderId: "r-2", orderStatus: .status(.inTransit)),
+        RiderAssignmentRefused(orderId: "o-1", offerId: "of-2", riderId: "r-3", orderStatus: .noSuchOrder),
         RiderArrivedAtStore(orderId: "o-1", customerId: "c-1", vendorId: "v-1", riderId: "r-1"),
         OrderPickedUp(
             orderId: "o-1", customerId: "c-1", vendor: vendor, rider: rider, destination: home, pickedUpAt: date),
@@ -130,6 +131,25 @@ struct EventRoundTripTests {
             PushRequested.self, from: Data(json.replacingOccurrences(of: "order_picked_up", with: "promo").utf8))
         #expect(custom.kind == PushKind("promo"))
         #expect(String(decoding: try ContractCoding.encode([ErrorCode.notFound]), as: UTF8.self) == #"["NOT_FOUND"]"#)
+    }
+
+    @Test("a refusal's order state travels as the status's string or Unknown, and any other string is refused")
+    func refusedOrderStateWire() throws {
+        let states: [RefusedOrderState] = OrderStatus.allCases.map { .status($0) } + [.noSuchOrder]
+        let json = String(decoding: try ContractCoding.encode(states), as: UTF8.self)
+        #expect(
+            json
+                == #"["PendingVendorAcceptance","Preparing","ReadyForPickup","InTransit","Delivered","Cancelled","Unknown"]"#
+        )
+        #expect(try ContractCoding.decode([RefusedOrderState].self, from: Data(json.utf8)) == states)
+        let refusal = #"{"orderId":"o-1","orderStatus":"Shipped","riderId":"r-1"}"#
+        let error = #expect(throws: DecodingError.self) {
+            try ContractCoding.decode(RiderAssignmentRefused.self, from: Data(refusal.utf8))
+        }
+        guard case .dataCorrupted? = error else {
+            Issue.record("expected dataCorrupted, got \(String(describing: error))")
+            return
+        }
     }
 
     @Test("dates without fractional seconds are accepted")

@@ -337,6 +337,40 @@ struct NotificationServiceTests {
         #expect(try await harness.log(lonely)["notifications"]?[0]?["status"]?.stringValue == "no_devices")
     }
 
+    @Test("a notification or delivery status this build does not know (a newer version's) fails the log read")
+    func unknownStatuses() async throws {
+        let harness = try await NotificationHarness.get()
+        let lonely = uniqueName("user")
+        let unheard = request(lonely)
+        try await harness.push(unheard)
+        _ = try await harness.outcome(of: unheard.notificationId, userId: lonely)
+        let user = try await harness.user(devices: [("android", "ok-\(UUID())")])
+        let push = request(user.id)
+        try await harness.push(push)
+        try await harness.waitUntilDelivered(user.id, notifications: 1)
+        try await withTestDatabase(schema: harness.schema, migrations: []) { database in
+            // What a newer version's migration would allow; other tests' rows keep their statuses.
+            for constraint in ["notifications_status_check", "deliveries_status_check"] {
+                let table = constraint.replacingOccurrences(of: "_status_check", with: "")
+                try await database.client.query(
+                    PostgresQuery(unsafeSQL: "ALTER TABLE \(table) DROP CONSTRAINT IF EXISTS \(constraint)"),
+                    logger: database.logger)
+            }
+            try await database.client.query(
+                "UPDATE notifications SET status = 'archived' WHERE notification_id = \(unheard.notificationId)",
+                logger: database.logger)
+            try await database.client.query(
+                "UPDATE deliveries SET status = 'bounced' WHERE notification_id = \(push.notificationId)",
+                logger: database.logger)
+        }
+        let admin = try await TestAuth.token(uniqueName("admin"), .admin)
+        for userId in [lonely, user.id] {
+            let response = try await harness.client.get("/v1/notifications?userId=\(userId)", token: admin)
+            #expect(response.status == 500, "\(userId)")
+            #expect(response.errorCode == "INTERNAL_ERROR")
+        }
+    }
+
     @Test("malformed messages on the topic are logged and skipped; the consumer goes on")
     func malformedRequests() async throws {
         let harness = try await NotificationHarness.get()

@@ -366,11 +366,13 @@ struct OrderServiceIntegrationTests {
         try await harness.acceptOffer(orderId: cancelled.id, riderId: harness.riderId)
         // (Other order services under test share the broker and refuse offers for orders they do not know.)
         let refusals = try await publishedEvents(on: .ordersEvents, key: cancelled.id) { events in
-            events.contains { $0.payload(as: RiderAssignmentRefused.self)?.orderStatus == "Cancelled" }
+            events.contains { $0.payload(as: RiderAssignmentRefused.self)?.orderStatus == .status(.cancelled) }
         }
         let refusal = try #require(
-            refusals.compactMap { $0.payload(as: RiderAssignmentRefused.self) }.first { $0.orderStatus == "Cancelled" })
-        #expect(refusal.orderStatus == "Cancelled")
+            refusals.compactMap { $0.payload(as: RiderAssignmentRefused.self) }.first {
+                $0.orderStatus == .status(.cancelled)
+            })
+        #expect(refusal.orderStatus == .status(.cancelled))
         #expect(refusal.riderId == harness.riderId)
         #expect(try await harness.order(cancelled.id).rider == nil)
 
@@ -445,8 +447,6 @@ struct OrderServiceIntegrationTests {
             _ = try await socket.next()
             socket.send(#"40/orders,{"token":"\#(harness.vendor)"}"#)
             #expect(try await socket.next().textContent?.hasPrefix("40/orders,") == true)
-            // The stream consumer may still be joining its group: pick up once it is.
-            try await Task.sleep(for: .seconds(4))
             #expect(try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider).status == 200)
             while true {
                 guard case .text(let text) = try await socket.next(timeout: .seconds(20)) else {

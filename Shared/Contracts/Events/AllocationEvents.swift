@@ -1,5 +1,7 @@
 import Foundation
 
+// One file per topic: the payloads published on allocation.events, which travel together.
+
 // Events on allocation.events, keyed by order id.
 
 package struct OfferSent: EventPayload {

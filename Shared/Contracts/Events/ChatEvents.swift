@@ -1,5 +1,7 @@
 import Foundation
 
+// One file per area's topics: the payloads published on chat.messages and chat.access, which travel together.
+
 /// A chat message was stored (chat.messages, keyed by order id); its `message` emit to the order's room was written
 /// in the same transaction.
 package struct ChatMessageSent: EventPayload {

@@ -1,5 +1,7 @@
 import Foundation
 
+// One file for what payloads on several topics share: points, addresses, people, vendors and payment modes.
+
 /// A point on the map, WGS-84 degrees.
 package struct GeoPoint: Codable, Sendable, Equatable, Hashable {
     package var lat: Double

@@ -1,5 +1,7 @@
 import Foundation
 
+// One file per area's topics: the payloads published on couriers.positions and tracking.events, which travel together.
+
 /// A courier's position, throttled, on couriers.positions keyed by courier id. Never stored in Postgres.
 package struct PositionUpdated: EventPayload {
     package static let eventType = "PositionUpdated"

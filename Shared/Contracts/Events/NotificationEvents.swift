@@ -1,5 +1,7 @@
 import Foundation
 
+// One file per area's topics: the payloads on notifications.requests and notifications.events, which travel together.
+
 /// How urgently a push must reach the device.
 package enum PushPriority: String, Codable, Sendable, CaseIterable {
     case high

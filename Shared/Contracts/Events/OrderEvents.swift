@@ -1,5 +1,7 @@
 import Foundation
 
+// One file per topic: the payloads published on orders.events, which travel together.
+
 /// A delivery order's status.
 package enum OrderStatus: String, Codable, Sendable, CaseIterable {
     case pendingVendorAcceptance = "PendingVendorAcceptance"
@@ -143,13 +145,52 @@ package struct RiderAssignmentRefused: EventPayload {
     /// The accepted offer; nil for an operator's assignment.
     package var offerId: String?
     package var riderId: String
-    /// The order's state when it refused, e.g. `Cancelled`.
-    package var orderStatus: String
-    package init(orderId: String, offerId: String?, riderId: String, orderStatus: String) {
+    /// The order's state when it refused, e.g. `Cancelled`, or `Unknown` when there is no such order.
+    package var orderStatus: RefusedOrderState
+    package init(orderId: String, offerId: String?, riderId: String, orderStatus: RefusedOrderState) {
         self.orderId = orderId
         self.offerId = offerId
         self.riderId = riderId
         self.orderStatus = orderStatus
+    }
+}
+
+/// The order's state in a ``RiderAssignmentRefused``: on the wire one string, the status's raw value or `Unknown`;
+/// any other string is refused when decoding.
+package enum RefusedOrderState: Codable, Sendable, Equatable, CustomStringConvertible {
+    /// The order exists and is in this status.
+    case status(OrderStatus)
+    /// No order has the id (or the id is not one), `Unknown` on the wire.
+    case noSuchOrder
+
+    /// The string `noSuchOrder` travels as.
+    package static let noSuchOrderValue = "Unknown"
+
+    /// The string on the wire.
+    package var description: String {
+        switch self {
+        case .status(let status): status.rawValue
+        case .noSuchOrder: Self.noSuchOrderValue
+        }
+    }
+
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        if text == Self.noSuchOrderValue {
+            self = .noSuchOrder
+        } else if let status = OrderStatus(rawValue: text) {
+            self = .status(status)
+        } else {
+            throw DecodingError.dataCorruptedError(
+                in: container,
+                debugDescription: "expected an order status or '\(Self.noSuchOrderValue)', got '\(text)'")
+        }
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
     }
 }
 

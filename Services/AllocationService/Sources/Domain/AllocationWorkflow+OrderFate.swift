@@ -162,12 +162,14 @@ extension AllocationWorkflow {
         let freed = try await store.releaseRider(of: orderId, only: refused.riderId, on: connection)
         switch refused.orderStatus {
         // OrderPickedUp came first on orders.events, so this only confirms what it recorded.
-        case OrderStatus.inTransit.rawValue: try await store.markInTransit(orderId, by: nil, on: connection)
-        case OrderStatus.delivered.rawValue: try await store.endAllocation(orderId, status: .completed, on: connection)
-        default: try await store.endAllocation(orderId, status: .cancelled, on: connection)
+        case .status(.inTransit): try await store.markInTransit(orderId, by: nil, on: connection)
+        case .status(.delivered): try await store.endAllocation(orderId, status: .completed, on: connection)
+        case .status(.pendingVendorAcceptance), .status(.preparing), .status(.readyForPickup), .status(.cancelled),
+            .noSuchOrder:
+            try await store.endAllocation(orderId, status: .cancelled, on: connection)
         }
         guard !freed.isEmpty else { return [] }
-        if refused.orderStatus == OrderStatus.cancelled.rawValue {
+        if refused.orderStatus == .status(.cancelled) {
             return [
                 try await tell(
                     .orderCancelled(riderId: refused.riderId, orderId: orderId),

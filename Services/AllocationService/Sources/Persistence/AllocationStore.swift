@@ -23,20 +23,6 @@ struct AllocationRecord: Sendable {
     var riderId: String?
 }
 
-/// An offer as its rider answers it.
-struct OfferRecord: Sendable {
-    var orderId: String
-    var status: OfferStatus
-    var expiresAt: Date
-}
-
-/// A pending offer due for a deadline (or rescinded, or declined by going offline).
-struct DueOffer: Sendable {
-    var offerId: UUID
-    var orderId: String
-    var riderId: String
-}
-
 /// Allocation's SQL: orders being allocated, riders, offers. Every method runs on the caller's connection (in
 /// its transaction); times come from the caller, so deadlines are decided by one clock.
 struct AllocationStore: Sendable {
@@ -349,9 +335,4 @@ struct AllocationStore: Sendable {
             """, logger: logger
         )
     }
-}
-
-/// `rider_presence`: the riders' live sockets.
-enum RiderPresence: PresenceTable {
-    static let table = "rider_presence"
 }

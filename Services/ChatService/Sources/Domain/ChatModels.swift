@@ -2,6 +2,8 @@ import Contracts
 import Foundation
 import Hummingbird
 
+// The service's value types, kept together: each is a few lines and they are read together.
+
 /// A chat room: the order's customer and current rider, open or closed.
 package struct ChatRoom: Sendable, Equatable {
     package enum Status: String, Sendable {

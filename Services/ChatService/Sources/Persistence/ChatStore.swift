@@ -5,6 +5,8 @@ import PostgresNIO
 import RealtimePlatform
 import ServiceKit
 
+// The store and the prepared statements only it runs, kept together: each statement is read with the method using it.
+
 extension ChatRoom.Status: PostgresTextEnum {}
 
 /// The chat schema's SQL, on the caller's connection (in its transaction when it has one; a message is sent in one
@@ -242,15 +244,6 @@ package struct ChatStore: Sendable {
     }
 }
 
-/// A message insert that neither stored the message nor found the one stored before with its client id.
-struct ChatStoreInconsistency: Error, CustomStringConvertible {
-    var orderId: String
-    var clientMessageId: String?
-    var description: String {
-        "message \(clientMessageId ?? "-") of order \(orderId) was neither stored nor found"
-    }
-}
-
 /// A room's row by order id $1.
 enum ReadRoom: PreparedStatementText {
     static let sql = """
@@ -305,10 +298,4 @@ enum SendMessage: PreparedStatementText {
         )
         SELECT \(RealtimeEmitter.emitCall(parametersFrom: 10)), \(Outbox.writeCall(parametersFrom: 17)) FROM message
         """
-}
-
-/// `chat_presence`: the chat sockets in each order's room.
-enum ChatPresence: PresenceTable {
-    static let table = "chat_presence"
-    static let roomColumn = "order_id"
 }

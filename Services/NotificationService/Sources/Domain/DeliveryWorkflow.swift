@@ -38,7 +38,7 @@ package struct DeliveryWorkflow: Sendable {
         where fresh.contains(request.notificationId) && !delivered.contains(request.notificationId)
             && failed.insert(request.notificationId).inserted
         {
-            try await store.setStatus("no_devices", notificationId: request.notificationId, on: connection)
+            try await store.setStatus(.noDevices, notificationId: request.notificationId, on: connection)
             try await outbox.enqueue(
                 PushFailed(
                     notificationId: request.notificationId, userId: request.userId, kind: request.kind,
@@ -109,14 +109,14 @@ package struct DeliveryWorkflow: Sendable {
                 ])
         case (.giveUp(let reason), let answer):
             try await store.finish(
-                id, status: "failed", providerStatus: answer.status, answer: answer.text, on: connection)
+                id, status: .failed, providerStatus: answer.status, answer: answer.text, on: connection)
             try await store.addDeadLetter(
                 attempt, reason: reason + ": " + String(answer.text.prefix(500)), on: connection)
             logger.warning("push failed for good", metadata: ["delivery.id": "\(id)", "reason": "\(reason)"])
             try await announceIfAllFailed(attempt, reason: reason, on: connection)
         case (.removeToken, let answer):
             try await store.finish(
-                id, status: "token_removed", providerStatus: answer.status, answer: answer.text, on: connection)
+                id, status: .tokenRemoved, providerStatus: answer.status, answer: answer.text, on: connection)
             try await store.removeDevice(token: attempt.token, on: connection)
             logger.info(
                 "removed a dead device token",

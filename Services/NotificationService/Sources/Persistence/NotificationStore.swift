@@ -6,6 +6,8 @@ import ServiceKit
 
 extension DevicePlatform: PostgresTextEnum {}
 extension PushPriority: PostgresTextEnum {}
+extension NotificationStatus: PostgresTextEnum {}
+extension DeliveryStatus: PostgresTextEnum {}
 
 /// Notification's SQL: notifications, their deliveries (one per device), dead letters. Every method runs on the
 /// caller's connection, in its transaction; times come from the caller (the service's clock). No decisions here
@@ -68,7 +70,9 @@ package struct NotificationStore: Sendable {
     }
 
     /// Sets a notification's status.
-    package func setStatus(_ status: String, notificationId: String, on connection: PostgresConnection) async throws {
+    package func setStatus(_ status: NotificationStatus, notificationId: String, on connection: PostgresConnection)
+        async throws
+    {
         try await connection.queryWhileOpen(
             "UPDATE notifications SET status = \(status) WHERE notification_id = \(notificationId)", logger: logger)
     }
@@ -150,7 +154,7 @@ package struct NotificationStore: Sendable {
 
     /// Ends the delivery's lease with `status` and the provider's answer.
     package func finish(
-        _ id: Int64, status: String, providerStatus: Int?, answer: String, on connection: PostgresConnection
+        _ id: Int64, status: DeliveryStatus, providerStatus: Int?, answer: String, on connection: PostgresConnection
     ) async throws {
         try await connection.queryWhileOpen(
             """

@@ -10,6 +10,9 @@ struct NotificationRoutes: Sendable {
     /// Devices kept per user; the least recently registered go first.
     let maximumDevicesPerUser: Int
 
+    /// The device registry's and the delivery log's SQL, logged with the database's logger.
+    var store: NotificationStore { NotificationStore(logger: database.logger) }
+
     struct DeviceRegistration: Codable, Sendable {
         var platform: DevicePlatform
         var token: String
@@ -19,33 +22,6 @@ struct NotificationRoutes: Sendable {
         var token: String
         var platform: DevicePlatform
         var userId: String
-    }
-
-    struct DeliveryView: Codable, Sendable {
-        var token: String
-        var platform: String
-        var status: String
-        var attempts: Int
-        var providerStatus: Int?
-        var providerAnswer: String?
-        var updatedAt: Date
-    }
-
-    struct NotificationView: Codable, Sendable {
-        var notificationId: String
-        var kind: String
-        var title: String
-        var body: String
-        var priority: String
-        var sound: String?
-        var ttlSeconds: Int?
-        /// Whether the app's background handler runs on arrival (APNs content-available, FCM high priority).
-        var wakesApp: Bool
-        /// What the app gets with the push (deep link, ids).
-        var data: [String: String]
-        var status: String
-        var createdAt: Date
-        var deliveries: [DeliveryView]
     }
 
     struct NotificationLog: Codable, Sendable, ResponseEncodable {
@@ -82,13 +58,7 @@ struct NotificationRoutes: Sendable {
             let identity = try context.requireIdentity()
             let token = try context.parameters.require("token")
             let removed = try await database.withConnection { connection in
-                let rows = try await connection.queryWhileOpen(
-                    "DELETE FROM devices WHERE token = \(token) AND user_id = \(identity.userId) RETURNING token",
-                    logger: database.logger
-                )
-                var removed = false
-                for try await _ in rows { removed = true }
-                return removed
+                try await store.removeDevice(token: token, of: identity.userId, on: connection)
             }
             guard removed else { throw APIError.notFound("no such device of yours") }
             return Response(status: .noContent)
@@ -100,9 +70,10 @@ struct NotificationRoutes: Sendable {
             }
             let userId = try Validate.identifier(userText, "userId")
             let limit = try Validate.pageLimit(request.uri.queryParameters.get("limit"), default: 20)
-            return try await database.withConnection { connection in
-                try await log(userId: userId, limit: limit, on: connection)
+            let notifications = try await database.withConnection { connection in
+                try await store.notifications(of: userId, limit: limit, on: connection)
             }
+            return NotificationLog(userId: userId, notifications: notifications)
         }
     }
 
@@ -111,68 +82,9 @@ struct NotificationRoutes: Sendable {
     func register(
         _ token: String, platform: DevicePlatform, for userId: String, on connection: PostgresConnection
     ) async throws -> String? {
-        var previousOwner: String?
-        let owners = try await connection.queryWhileOpen(
-            "SELECT user_id FROM devices WHERE token = \(token) FOR UPDATE", logger: database.logger)
-        for try await owner in owners.decode(String.self) { previousOwner = owner }
-        try await connection.queryWhileOpen(
-            """
-            INSERT INTO devices (token, user_id, platform) VALUES (\(token), \(userId), \(platform.rawValue))
-            ON CONFLICT (token) DO UPDATE SET user_id = excluded.user_id, platform = excluded.platform,
-                updated_at = now()
-            """, logger: database.logger
-        )
-        try await connection.queryWhileOpen(
-            """
-            DELETE FROM devices WHERE token IN (
-                SELECT token FROM devices WHERE user_id = \(userId)
-                ORDER BY updated_at DESC, token OFFSET \(maximumDevicesPerUser)
-            )
-            """, logger: database.logger
-        )
+        let previousOwner = try await store.owner(ofDevice: token, on: connection)
+        try await store.saveDevice(token, platform: platform, for: userId, on: connection)
+        try await store.dropDevices(of: userId, beyond: maximumDevicesPerUser, on: connection)
         return previousOwner
-    }
-
-    func log(userId: String, limit: Int, on connection: PostgresConnection) async throws -> NotificationLog {
-        let rows = try await connection.queryWhileOpen(
-            """
-            SELECT notification_id, kind, title, body, priority, sound, ttl_seconds, wakes_app, data::text, status,
-                   created_at
-            FROM notifications
-            WHERE user_id = \(userId) ORDER BY created_at DESC LIMIT \(limit)
-            """, logger: database.logger
-        )
-        var notifications: [NotificationView] = []
-        for try await (id, kind, title, body, priority, sound, ttlSeconds, wakesApp, dataText, status, createdAt)
-            in rows.decode((String, String, String, String, String, String?, Int?, Bool, String, String, Date).self)
-        {
-            notifications.append(
-                NotificationView(
-                    notificationId: id, kind: kind, title: title, body: body, priority: priority, sound: sound,
-                    ttlSeconds: ttlSeconds, wakesApp: wakesApp,
-                    data: pushData(fromJSON: dataText), status: status, createdAt: createdAt, deliveries: []
-                )
-            )
-        }
-        for index in notifications.indices {
-            let deliveries = try await connection.queryWhileOpen(
-                """
-                SELECT token, platform, status, attempts, provider_status, provider_answer, updated_at FROM deliveries
-                WHERE notification_id = \(notifications[index].notificationId) ORDER BY id
-                """, logger: database.logger
-            )
-            for try await (token, platform, status, attempts, providerStatus, answer, updatedAt)
-                in deliveries.decode((String, String, String, Int, Int?, String?, Date).self)
-            {
-                notifications[index].deliveries.append(
-                    DeliveryView(
-                        token: token, platform: platform, status: status, attempts: attempts,
-                        providerStatus: providerStatus, providerAnswer: answer,
-                        updatedAt: updatedAt
-                    )
-                )
-            }
-        }
-        return NotificationLog(userId: userId, notifications: notifications)
     }
 }

@@ -29,20 +29,20 @@ package struct RiderAssignmentConsumer: Sendable {
     {
         let refusal = Refusal(orderId: orderIdText, offerId: offerId, riderId: rider.id)
         guard let orderId = UUID(uuidString: orderIdText) else {
-            try await refuse(refusal, status: "Unknown", order: nil, on: connection)
+            try await refuse(refusal, status: .noSuchOrder, order: nil, on: connection)
             return
         }
         let order: OrderView
         do {
             order = try await store.order(orderId, forUpdate: true, on: connection)
         } catch OrderRecordError.noOrder {
-            try await refuse(refusal, status: "Unknown", order: nil, on: connection)
+            try await refuse(refusal, status: .noSuchOrder, order: nil, on: connection)
             return
         }
         do {
             _ = try OrderRules.apply(.assignRider(rider), to: order.snapshot, by: nil)
         } catch {
-            try await refuse(refusal, status: order.status.rawValue, order: order, on: connection)
+            try await refuse(refusal, status: .status(order.status), order: order, on: connection)
             return
         }
         _ = try await workflow.apply(.assignRider(rider), to: orderId, by: nil, offerId: offerId, on: connection)
@@ -77,9 +77,9 @@ package struct RiderAssignmentConsumer: Sendable {
         var riderId: String
     }
 
-    private func refuse(_ assignment: Refusal, status: String, order: OrderView?, on connection: PostgresConnection)
-        async throws
-    {
+    private func refuse(
+        _ assignment: Refusal, status: RefusedOrderState, order: OrderView?, on connection: PostgresConnection
+    ) async throws {
         let refusal = EventEnvelope(
             aggregateId: assignment.orderId,
             payload: RiderAssignmentRefused(

@@ -18,6 +18,35 @@ package struct OrderWorkflow: Sendable {
         self.now = now
     }
 
+    /// Creates a customer's order from `vendorId` within the caller's transaction and records `OrderCreated`;
+    /// 422 if there is no such vendor.
+    package func create(
+        by customer: OrderActor, vendorId: String, deliveryAddress: Address, paymentMode: PaymentMode,
+        totalAmount: Decimal, requiresPhotoProof: Bool, on connection: PostgresConnection
+    ) async throws -> OrderView {
+        guard let vendor = try await store.vendor(vendorId, on: connection) else {
+            throw APIError(.unprocessableContent, code: .validationFailed, message: "no vendor \(vendorId)")
+        }
+        let now = self.now()
+        let order = OrderView(
+            id: UUID().uuidString.lowercased(), status: .pendingVendorAcceptance, customerId: customer.id,
+            vendor: VendorRef(id: vendor.id, name: vendor.name, address: vendor.address),
+            deliveryAddress: deliveryAddress, paymentMode: paymentMode, totalAmount: totalAmount,
+            requiresPhotoProof: requiresPhotoProof, rider: nil, riderArrivedAt: nil, proofPhoto: nil, version: 1,
+            createdAt: now, updatedAt: now
+        )
+        try await store.insertOrder(order, on: connection)
+        let created = OrderCreated(
+            orderId: order.id, customerId: order.customerId, vendor: order.vendor, deliveryAddress: deliveryAddress,
+            paymentMode: paymentMode, totalAmount: totalAmount, requiresPhotoProof: requiresPhotoProof
+        )
+        try await store.record(
+            EventEnvelope(aggregateId: order.id, occurredAt: now, payload: created), aggregateType: "order",
+            sequence: order.version, actor: customer, on: connection
+        )
+        return order
+    }
+
     /// Applies `action` to order `id` within the caller's transaction and returns the order after it.
     package func apply(
         _ action: OrderAction, to id: UUID, by actor: OrderActor?, reason: String? = nil, offerId: String? = nil,
@@ -39,85 +68,22 @@ package struct OrderWorkflow: Sendable {
         order.updatedAt = now
         try await store.update(order, on: connection)
 
-        let aggregateId = order.id
-        let sequence = order.version
-        switch action {
-        case .accept:
-            try await record(
-                OrderAccepted(orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id))
-        case .markReady:
-            try await record(
-                OrderReadyForPickup(
-                    orderId: aggregateId, customerId: order.customerId, vendor: order.vendor,
-                    deliveryArea: order.deliveryAddress.area, deliveryLocation: order.deliveryAddress.point,
-                    totalAmount: order.totalAmount
-                )
-            )
-        case .arrive:
-            try await record(
-                RiderArrivedAtStore(
-                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id,
-                    riderId: actor?.id ?? "")
-            )
-        case .pickUp:
-            let rider = order.rider ?? PersonRef(id: actor?.id ?? "", name: "")
-            let pickedUp = EventEnvelope(
-                aggregateId: aggregateId, occurredAt: now,
-                payload: OrderPickedUp(
-                    orderId: aggregateId, customerId: order.customerId, vendor: order.vendor, rider: rider,
-                    destination: order.deliveryAddress, pickedUpAt: now
-                )
-            )
-            // The saga first: the pickup's `order_update`s, written with its event, end the transaction.
-            try await startPickupSaga(
-                order: order, rider: rider, pickupEventId: pickedUp.eventId, at: now, on: connection)
-            try await store.record(pickedUp, aggregateType: "order", sequence: sequence, actor: actor, on: connection)
-        case .deliver:
-            try await record(
-                OrderDelivered(
-                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id,
-                    riderId: order.rider?.id ?? "",
-                    deliveredAt: now
-                )
-            )
-        case .cancel:
-            try await record(
-                OrderCancelled(
-                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id,
-                    riderId: order.rider?.id,
-                    cancelledBy: actor?.role ?? .admin, reason: reason
-                )
-            )
-        case .assignRider(let rider):
-            if let previousRider, previousRider.id != rider.id {
-                try await record(
-                    RiderReassigned(
-                        orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, offerId: offerId,
-                        rider: rider, previousRiderId: previousRider.id
-                    )
-                )
-            } else {
-                try await record(
-                    RiderAssigned(
-                        orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id, offerId: offerId,
-                        rider: rider)
-                )
-            }
-        case .unassignRider:
-            try await record(
-                RiderUnassigned(
-                    orderId: aggregateId, customerId: order.customerId, vendorId: order.vendor.id,
-                    previousRiderId: previousRider?.id ?? ""))
-        case .uploadProofPhoto:
-            break
-        }
+        let payload = OrderTransitionEvent.payload(
+            for: action, order: order, previousRider: previousRider, actor: actor, reason: reason, offerId: offerId,
+            at: now)
+        if let payload { try await record(payload) }
         return order
 
-        func record<Payload: EventPayload>(_ payload: Payload) async throws {
+        func record(_ payload: some EventPayload) async throws {
+            let envelope = EventEnvelope(aggregateId: order.id, occurredAt: now, payload: payload)
+            if case .pickUp = action {
+                // The saga first: the pickup's `order_update`s, written with its event, end the transaction.
+                try await startPickupSaga(
+                    order: order, rider: OrderTransitionEvent.pickupRider(of: order, actor: actor),
+                    pickupEventId: envelope.eventId, at: now, on: connection)
+            }
             try await store.record(
-                EventEnvelope(aggregateId: aggregateId, occurredAt: now, payload: payload), aggregateType: "order",
-                sequence: sequence, actor: actor, on: connection
-            )
+                envelope, aggregateType: "order", sequence: order.version, actor: actor, on: connection)
         }
     }
 
@@ -140,11 +106,8 @@ package struct OrderWorkflow: Sendable {
         let push = Self.pickupNotification(order: order, rider: rider)
         try await store.outbox.enqueue(push, aggregateId: order.customerId, on: connection, logger: store.logger)
         // The vendor's `order_update` was written with the pickup: that step is done with it.
-        try await connection.queryWhileOpen(
-            """
-            INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id, started_at, vendor_updated_at)
-            VALUES (\(UUID(uuidString: order.id)), \(pickupEventId), \(push.notificationId), \(startedAt), \(startedAt))
-            """, logger: store.logger
-        )
+        try await store.sagas.start(
+            orderId: order.id, pickupEventId: pickupEventId, notificationId: push.notificationId, at: startedAt,
+            on: connection)
     }
 }

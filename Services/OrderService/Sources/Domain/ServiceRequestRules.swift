@@ -22,12 +22,6 @@ package enum ServiceRequestAction: Sendable, Equatable {
     case cancel
 }
 
-/// Why a service-request transition is refused.
-package enum ServiceRequestRuleViolation: Error, Equatable, Sendable {
-    case forbidden(String)
-    case stateConflict(current: ServiceRequestStatus, allowed: [ServiceRequestStatus])
-}
-
 /// The service-request lifecycle and who may move it. Pure.
 package enum ServiceRequestRules {
     package static func apply(

@@ -5,9 +5,11 @@ import PostgresNIO
 import Realtime
 import ServiceKit
 
+// The store and the prepared statements only it runs, kept together: each statement is read with the method using it.
+
 /// The order service's SQL for vendors, orders, service requests and the event log (the pickup saga's is in
-/// `PickupSaga.swift` and `OrderWorkflow.startPickupSaga`: docs/map.md). Every write
-/// takes the caller's connection, so it joins the caller's transaction.
+/// ``PickupSagaStore``, reached through ``sagas``). Every write takes the caller's connection, so it joins the
+/// caller's transaction.
 package struct OrderStore: Sendable {
     package let outbox: Outbox
     /// The `order_update` each recorded event causes, written with it.
@@ -19,6 +21,9 @@ package struct OrderStore: Sendable {
         self.updates = updates
         self.logger = logger
     }
+
+    /// The pickup saga's SQL, logged with this store's logger.
+    package var sagas: PickupSagaStore { PickupSagaStore(logger: logger) }
 
     // MARK: Vendors
 
@@ -327,12 +332,4 @@ enum RecordOrderEvent: PreparedStatementText {
             (aggregate_id, aggregate_type, sequence, event_id, event_type, actor_id, actor_role, envelope, occurred_at)
         VALUES ($1::uuid, $2::text, $3::integer, $4::uuid, $5::text, $6::text, $7::text, $8::jsonb, $9::timestamptz)
         """
-}
-
-/// A status column held a value this build's status type does not have.
-struct UnknownStatus: Error, CustomStringConvertible {
-    var column: String
-    var value: String
-    var known: String
-    var description: String { "\(column) is '\(value)', which is not a \(known)" }
 }

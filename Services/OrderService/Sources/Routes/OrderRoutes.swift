@@ -134,32 +134,10 @@ package struct OrderRoutes: Sendable {
         let vendorId = try Validate.identifier(input.vendorId, "vendorId")
         let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
         return try await database.idempotentTransaction(idempotency, status: .created) { connection in
-            guard let vendor = try await store.vendor(vendorId, on: connection) else {
-                throw APIError(.unprocessableContent, code: .validationFailed, message: "no vendor \(vendorId)")
-            }
-            let now = workflow.now()
-            let order = OrderView(
-                id: UUID().uuidString.lowercased(), status: .pendingVendorAcceptance, customerId: identity.userId,
-                vendor: VendorRef(id: vendor.id, name: vendor.name, address: vendor.address), deliveryAddress: address,
+            try await workflow.create(
+                by: OrderActor(id: identity.userId, role: identity.role), vendorId: vendorId, deliveryAddress: address,
                 paymentMode: input.paymentMode, totalAmount: input.totalAmount,
-                requiresPhotoProof: input.requiresPhotoProof,
-                rider: nil, riderArrivedAt: nil, proofPhoto: nil, version: 1, createdAt: now, updatedAt: now
-            )
-            try await store.insertOrder(order, on: connection)
-            let orderId = order.id
-            try await store.record(
-                EventEnvelope(
-                    aggregateId: orderId, occurredAt: now,
-                    payload: OrderCreated(
-                        orderId: orderId, customerId: order.customerId, vendor: order.vendor, deliveryAddress: address,
-                        paymentMode: order.paymentMode, totalAmount: order.totalAmount,
-                        requiresPhotoProof: order.requiresPhotoProof
-                    )
-                ),
-                aggregateType: "order", sequence: 1, actor: OrderActor(id: identity.userId, role: identity.role),
-                on: connection
-            )
-            return order
+                requiresPhotoProof: input.requiresPhotoProof, on: connection)
         }
     }
 
