@@ -227,6 +227,23 @@ let package = Package(
             dependencies: ["Contracts"],
             swiftSettings: swiftSettings
         ),
+        // Unit test targets (`*UnitTests`): no Postgres, no broker, no server on a socket, no TestSupport.
+        .testTarget(
+            name: "RealtimeUnitTests",
+            dependencies: [
+                "Realtime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ServiceKitUnitTests",
+            dependencies: ["ServiceKit", "Kafka"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "RealtimeTests",
             dependencies: [
@@ -235,7 +252,6 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             exclude: ["python"],
             swiftSettings: swiftSettings
@@ -298,14 +314,24 @@ let package = Package(
 
 /// Each service is a library (its domain, repositories, routes, consumers and SQL migrations) plus a thin
 /// executable that only reads the environment and runs it, and a test target importing the library; with the
-/// extra dependencies of the library and of its tests.
+/// extra dependencies of the library and of its tests. A service with a `Tests/<Library>UnitTests` folder also has
+/// a unit test target of that name: its pure rules, with no TestSupport, Postgres or broker.
 func services(
     _ list: [(
         library: String, executable: String, dependencies: [Target.Dependency], testDependencies: [Target.Dependency]
     )]
 ) -> [Target] {
     list.flatMap { service -> [Target] in
-        [
+        let unitTests: [Target] =
+            FileManager.default.fileExists(atPath: "\(Context.packageDirectory)/Tests/\(service.library)UnitTests")
+            ? [
+                .testTarget(
+                    name: "\(service.library)UnitTests",
+                    dependencies: [.target(name: service.library), "Contracts", "ServiceKit"],
+                    swiftSettings: swiftSettings
+                )
+            ] : []
+        return [
             .target(
                 name: service.library,
                 dependencies: [
@@ -339,6 +365,6 @@ func services(
                 },
                 swiftSettings: swiftSettings
             ),
-        ]
+        ] + unitTests
     }
 }

@@ -168,7 +168,3 @@ final class OrderHarness: Sendable {
         return try await self.order(order.id)
     }
 }
-
-extension OrderAction: CustomTestStringConvertible {
-    public var testDescription: String { "\(self)" }
-}

@@ -11,8 +11,7 @@ struct ClosePacketPollTests {
     static func closedSession() throws -> (EngineServer, EngineSession) {
         let server = EngineServer(
             configuration: EngineConfiguration(), handler: IdleEngineHandler(), logger: Logger(label: "test"))
-        guard case .success(let session) = server.openSession(query: [:], headers: [:], peer: nil, transport: .polling)
-        else { throw ProtocolMismatch("no session opened") }
+        let session = try server.openSession(query: [:], headers: [:], peer: nil, transport: .polling).get()
         session.close(.clientClose)
         return (server, session)
     }

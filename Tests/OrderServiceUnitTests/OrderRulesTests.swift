@@ -213,3 +213,7 @@ struct ServiceRequestRulesTests {
         if let cursor { #expect(OrderPageCursor(text: cursor.text) == cursor) }
     }
 }
+
+extension OrderAction: CustomTestStringConvertible {
+    public var testDescription: String { "\(self)" }
+}

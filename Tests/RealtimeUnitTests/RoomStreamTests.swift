@@ -1,5 +1,5 @@
 import Foundation
-import TestSupport
+import Synchronization
 import Testing
 
 @testable import Realtime
@@ -213,12 +213,17 @@ struct RoomStreamTests {
 
     // MARK: The in-memory store
 
+    /// The notices a follower of the store heard, shared with the task following it.
+    final class Heard: Sendable {
+        let notices = Mutex<[RealtimeNotice]>([])
+    }
+
     @Test("a store numbers each room's emits on their own, tells its followers, and reads a room back after a position")
     func inMemoryStore() async throws {
         let store = InMemoryRealtimeStore()
-        let heard = Locked<[RealtimeNotice]>([])
+        let heard = Heard()
         let following = Task {
-            try await store.follow(ready: {}) { notices in heard.withLock { $0 += notices } }
+            try await store.follow(ready: {}) { notices in heard.notices.withLock { $0 += notices } }
         }
         try await Task.sleep(for: .milliseconds(50))
         for room in ["a", "b", "a"] {
@@ -230,11 +235,14 @@ struct RoomStreamTests {
         #expect(positions["a"]?.offset == 2)
         #expect(positions["b"]?.offset == 1)
         #expect(positions["c"] == .start)
-        #expect(heard.withLock { $0.count } == 4)
+        #expect(heard.notices.withLock { $0.count } == 4)
         guard
             case .emits(let emits, let top) = try await store.emits(
                 namespace: "/n", room: "a", after: Self.position(positions["a"]?.epoch, 0), byteLimit: 1 << 20)
-        else { throw ProtocolMismatch("no emits") }
+        else {
+            Issue.record("no emits")
+            return
+        }
         #expect(emits.map(\.position.offset) == [1, 2])
         #expect(top == positions["a"])
         #expect(

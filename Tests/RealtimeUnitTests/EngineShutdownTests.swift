@@ -27,11 +27,7 @@ struct EngineShutdownTests {
         let count = 2_000
         var sessions: [EngineSession] = []
         for _ in 0..<count {
-            guard
-                case .success(let session) = server.openSession(
-                    query: [:], headers: [:], peer: nil, transport: .polling)
-            else { throw ProtocolMismatch("no session opened") }
-            sessions.append(session)
+            sessions.append(try server.openSession(query: [:], headers: [:], peer: nil, transport: .polling).get())
         }
         let running = Task { try await server.run() }
         // Transports closing on another thread while shutdown closes every session.

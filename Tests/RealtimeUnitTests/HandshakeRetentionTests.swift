@@ -16,11 +16,7 @@ struct HandshakeRetentionTests {
     static func session(_ configuration: EngineConfiguration) throws -> EngineSession {
         let server = EngineServer(
             configuration: configuration, handler: IdleEngineHandler(), logger: Logger(label: "test"))
-        guard
-            case .success(let session) = server.openSession(
-                query: query, headers: request, peer: nil, transport: .polling)
-        else { throw ProtocolMismatch("no session opened") }
-        return session
+        return try server.openSession(query: query, headers: request, peer: nil, transport: .polling).get()
     }
 
     @Test("by default a session keeps the Authorization header and the application's query parameters")
