@@ -53,7 +53,9 @@ package enum NotificationService: ServiceDefinition {
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)
-        NotificationRoutes(database: database, maximumDevicesPerUser: settings.maximumDevicesPerUser).register(on: api)
+        NotificationRoutes(
+            database: database, maximumDevicesPerUser: settings.maximumDevicesPerUser, store: workflow.store
+        ).register(on: api)
         return platform.makeApplication(router: router)
     }
 }

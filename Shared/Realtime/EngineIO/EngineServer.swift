@@ -255,10 +255,10 @@ package final class EngineServer: Service, Sendable {
 
     // MARK: Helpers
 
-    /// The decoded query parameters of a request target's query; `=`, `a=` and `=b` are kept, never a crash.
     /// The query parameters of the protocol itself, which a session does not keep.
     static let protocolQueryKeys: Set<String> = ["EIO", "transport", "sid", "t", "j", "b64"]
 
+    /// The decoded query parameters of a request target's query; `=`, `a=` and `=b` are kept, never a crash.
     package static func query(of text: String?) -> [String: String] {
         var values: [String: String] = [:]
         for pair in (text ?? "").split(separator: "&") {

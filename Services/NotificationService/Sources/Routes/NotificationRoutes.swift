@@ -10,8 +10,8 @@ struct NotificationRoutes: Sendable {
     /// Devices kept per user; the least recently registered go first.
     let maximumDevicesPerUser: Int
 
-    /// The device registry's and the delivery log's SQL, logged with the database's logger.
-    var store: NotificationStore { NotificationStore(logger: database.logger) }
+    /// The device registry's and the delivery log's SQL.
+    let store: NotificationStore
 
     struct DeviceRegistration: Codable, Sendable {
         var platform: DevicePlatform

@@ -15,15 +15,15 @@ package struct OrderStore: Sendable {
     /// The `order_update` each recorded event causes, written with it.
     let updates: OrderUpdates
     package let logger: Logger
+    /// The pickup saga's SQL, logged with this store's logger.
+    package let sagas: PickupSagaStore
 
     package init(outbox: Outbox, updates: OrderUpdates, logger: Logger) {
         self.outbox = outbox
         self.updates = updates
         self.logger = logger
+        self.sagas = PickupSagaStore(logger: logger)
     }
-
-    /// The pickup saga's SQL, logged with this store's logger.
-    package var sagas: PickupSagaStore { PickupSagaStore(logger: logger) }
 
     // MARK: Vendors
 
