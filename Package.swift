@@ -74,7 +74,6 @@ let package = Package(
         .target(
             name: "Realtime",
             dependencies: [
-                "Contracts",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -241,7 +240,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ServiceKitUnitTests",
-            dependencies: ["ServiceKit", "Kafka"],
+            dependencies: ["ServiceKit", "Kafka", "Contracts", "Realtime", "RealtimePlatform"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

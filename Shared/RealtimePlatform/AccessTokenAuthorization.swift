@@ -25,7 +25,7 @@ extension SocketIONamespace {
             do {
                 verified = try await verifier.verifyWithExpiry(token)
             } catch let error as APIError {
-                throw SocketIOConnectRefusal(error.message, code: error.code)
+                throw SocketIOConnectRefusal(error.message, code: SocketIOErrorCode(error.code))
             }
             if let roles, !roles.contains(verified.identity.role) {
                 throw SocketIOConnectRefusal(

@@ -129,12 +129,12 @@ package struct RealtimeEmitter: Sendable {
             toRooms: rooms, numbering: numbering, on: connection)
     }
 
-    /// Emits one payload (encoded with the contracts' JSON coding) to `room` when the transaction commits.
+    /// Emits one payload (encoded with the namespace's coding) to `room` when the transaction commits.
     package func emit(
         _ event: String, _ payload: some Encodable, toRoom room: String, except: String? = nil,
         on connection: PostgresConnection
     ) async throws {
-        try await emit(event, try SocketIOArguments(encoding: payload), toRoom: room, except: except, on: connection)
+        try await emit(event, try namespace.arguments(encoding: payload), toRoom: room, except: except, on: connection)
     }
 
     /// The call that appends an emit in place inside a statement of the caller's (a change, its emit and its
@@ -150,7 +150,7 @@ package struct RealtimeEmitter: Sendable {
         _ event: String, _ payload: some Encodable, toRoom room: String, except: String? = nil,
         to bindings: inout PostgresBindings
     ) throws {
-        let (packet, attachments) = namespace.eventPacket(event, try SocketIOArguments(encoding: payload))
+        let (packet, attachments) = namespace.eventPacket(event, try namespace.arguments(encoding: payload))
         try store.appendEmitArguments(
             RoomEmit(namespace: namespace.name, room: room, packet: packet, attachments: attachments, except: except),
             toRooms: [room], to: &bindings)
@@ -179,7 +179,7 @@ extension ServicePlatform {
         engine.outboundBacklogLimit = settings.outboundBacklogLimit
         engine.maxSessionsPerAddress = settings.maxSessionsPerAddress
         engine.trustedProxies = settings.trustedProxies
-        var socketIO = SocketIOConfiguration()
+        var socketIO = SocketIOConfiguration.platform()
         socketIO.rateLimit = settings.rateLimit
         socketIO.inboundBacklogLimit = settings.inboundBacklogLimit
         socketIO.recovery = settings.recovery

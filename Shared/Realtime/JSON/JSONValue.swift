@@ -1,4 +1,3 @@
-import Contracts
 import Foundation
 
 /// A JSON value that keeps what a client sent exactly: object key order and number lexemes. Socket.IO payloads
@@ -189,18 +188,5 @@ package struct JSONObject: Sendable, Equatable {
     package static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
         lhs.entries.count == rhs.entries.count
             && zip(lhs.entries, rhs.entries).allSatisfy { $0.key == $1.key && $0.value == $1.value }
-    }
-}
-
-extension JSONValue {
-    /// Encodes `value` with the contracts' JSON coding (ISO-8601 dates).
-    package init(encoding value: some Encodable) throws {
-        let data = try ContractCoding.encode(value)
-        self = try JSONValue.parse(Array(data))
-    }
-
-    /// Decodes this value as `T` with the contracts' JSON coding.
-    package func decode<T: Decodable>(as type: T.Type) throws -> T {
-        try ContractCoding.decode(type, from: Data(serialized.utf8))
     }
 }

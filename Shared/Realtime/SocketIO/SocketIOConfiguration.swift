@@ -16,8 +16,27 @@ package struct SocketIOConfiguration: Sendable {
     package var recovery: SocketIORecoverySettings?
     /// The clock recovery's window is measured with.
     package var now: @Sendable () -> Date = { Date() }
+    /// How typed handlers decode payloads and typed emits and acknowledgements encode values.
+    package var coding = JSONCoding.standard
+    /// The answer to an acknowledged event whose handler threw: nil for an error the client is not told about
+    /// (logged and answered `INTERNAL_ERROR`). An application maps its own error types here, falling back to
+    /// ``describeProtocolError(_:)``.
+    package var describeError: @Sendable (any Error) -> SocketIOEventError? = describeProtocolError
 
     package init() {}
+
+    /// The answers of this library's own errors: a ``SocketIOEventError`` as it is, a ``SocketIOPayloadError`` as
+    /// `VALIDATION_FAILED`.
+    package static func describeProtocolError(_ error: any Error) -> SocketIOEventError? {
+        switch error {
+        case let error as SocketIOEventError: error
+        case let error as SocketIOPayloadError:
+            SocketIOEventError(
+                code: .validationFailed,
+                message: "the \(error.event) payload does not have the expected shape: \(error.underlying)")
+        default: nil
+        }
+    }
 }
 
 /// A per-socket limit on incoming events: a token bucket of `burst` events refilled at `eventsPerSecond`.

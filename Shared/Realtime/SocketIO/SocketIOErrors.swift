@@ -1,34 +1,41 @@
-import Contracts
-
-// How a connection or an event is refused, and why a socket left: the four answer together what the client is told.
+// How a connection or an event is refused, and why a socket left: together they answer what the client is told.
 
 /// A refused namespace connection: sent as CONNECT_ERROR `{"message":...,"data":{"code":...}}`.
 package struct SocketIOConnectRefusal: Error, Sendable {
     package var message: String
-    package var code: ErrorCode?
-    package init(_ message: String, code: ErrorCode? = nil) {
+    package var code: SocketIOErrorCode?
+    package init(_ message: String, code: SocketIOErrorCode? = nil) {
         self.message = message
         self.code = code
     }
 }
 
-/// A refusal of an event by the protocol layer (a missing payload, other credentials), answered with its code.
-package struct SocketIOEventError: CodedError, Sendable {
-    package var code: ErrorCode
+/// An error answer to an acknowledged event, `{"error":{"code":"...","message":"..."}}`: thrown by a handler, or
+/// what ``SocketIOConfiguration/describeError`` makes of another error.
+package struct SocketIOEventError: Error, Sendable {
+    package var code: SocketIOErrorCode
     package var message: String
-    package init(code: ErrorCode, message: String) {
+    package init(code: SocketIOErrorCode, message: String) {
         self.code = code
         self.message = message
     }
-}
 
-/// The error answer of an acknowledged event: `{"error":{"code":"...","message":"..."}}`.
-package enum SocketIOError {
-    package static func body(code: ErrorCode, message: String) -> JSONValue {
+    /// The acknowledgement's argument.
+    package var body: JSONValue {
         .object(
             JSONObject([
                 ("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])))
             ]))
+    }
+}
+
+/// An event's payload that did not decode as its handler's type; `underlying` is what the coding threw.
+package struct SocketIOPayloadError: Error, Sendable {
+    package var event: String
+    package var underlying: any Error
+    package init(event: String, underlying: any Error) {
+        self.event = event
+        self.underlying = underlying
     }
 }
 

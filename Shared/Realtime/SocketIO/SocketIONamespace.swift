@@ -1,4 +1,3 @@
-import Contracts
 import Foundation
 import Logging
 import Metrics
@@ -106,14 +105,16 @@ package final class SocketIONamespace: Sendable {
         registry.withLock { $0.handlers[event] = handler }
     }
 
-    /// Handles `event` whose first argument decodes as `Payload`; the returned value is the acknowledgement.
-    /// A payload that does not decode is answered `{"error":{"code":"VALIDATION_FAILED",...}}`; a ``CodedError``
-    /// thrown by the handler with its code; anything else with `INTERNAL_ERROR` (and logged).
+    /// Handles `event` whose first argument decodes as `Payload` (with ``SocketIOConfiguration/coding``); the
+    /// returned value is the acknowledgement. A missing payload or one that does not decode, and whatever the handler
+    /// throws, is answered as ``SocketIOConfiguration/describeError`` says; an error it does not describe with
+    /// `INTERNAL_ERROR` (and logged).
     package func on<Payload: Decodable & Sendable, Reply: Encodable & Sendable>(
         _ event: String, _ payload: Payload.Type,
         handler: @escaping @Sendable (SocketIOSocket, Payload) async throws -> Reply
     ) {
         let logger = self.logger
+        let configuration = server.configuration
         on(event) { socket, arguments, ack in
             let reply: JSONValue
             do {
@@ -122,20 +123,22 @@ package final class SocketIONamespace: Sendable {
                 }
                 let decoded: Payload
                 do {
-                    decoded = try first.decode(as: Payload.self)
+                    decoded = try first.decode(as: Payload.self, with: configuration.coding)
                 } catch {
-                    throw DecodingProblem(error)
+                    throw SocketIOPayloadError(event: event, underlying: error)
                 }
-                reply = try JSONValue(encoding: try await handler(socket, decoded))
+                reply = try JSONValue(encoding: try await handler(socket, decoded), with: configuration.coding)
                 // A client that has the answer to its `join` recovers into that room: the store has it first.
                 if socket.hasUnsavedRooms { await socket.untilRoomsSaved(timeout: .seconds(5)) }
-            } catch let error as any CodedError {
-                reply = SocketIOError.body(code: error.code, message: error.message)
             } catch {
-                logger.error(
-                    "\(event) handler failed",
-                    metadata: ["error": "\(String(reflecting: error))", "socket.id": "\(socket.id)"])
-                reply = SocketIOError.body(code: .internalError, message: "internal error")
+                if let answer = configuration.describeError(error) {
+                    reply = answer.body
+                } else {
+                    logger.error(
+                        "\(event) handler failed",
+                        metadata: ["error": "\(String(reflecting: error))", "socket.id": "\(socket.id)"])
+                    reply = SocketIOEventError(code: .internalError, message: "internal error").body
+                }
             }
             ack?.send(SocketIOArguments([reply]))
         }
@@ -216,11 +219,16 @@ package final class SocketIONamespace: Sendable {
                 latestKey: latestKey))
     }
 
-    /// Emits one payload (encoded with the contracts' JSON coding) to every socket in `room`.
+    /// Emits one payload (encoded with ``SocketIOConfiguration/coding``) to every socket in `room`.
     package func emit(
         _ event: String, _ payload: some Encodable, toRoom room: String, latestKey: String? = nil
     ) async throws {
-        try await emit(event, try SocketIOArguments(encoding: payload), toRoom: room, latestKey: latestKey)
+        try await emit(event, try arguments(encoding: payload), toRoom: room, latestKey: latestKey)
+    }
+
+    /// One argument encoded from `value` with the server's ``SocketIOConfiguration/coding``.
+    package func arguments(encoding value: some Encodable) throws -> SocketIOArguments {
+        SocketIOArguments([try JSONValue(encoding: value, with: server.configuration.coding)])
     }
 
     /// Emits to every socket of `userId` (on every instance).

@@ -1,4 +1,3 @@
-import Contracts
 import Foundation
 import Logging
 import Synchronization
@@ -132,7 +131,9 @@ package final class SocketIOServer: EngineHandler, Sendable {
             guard socket.admitEvent() else {
                 RealtimeMetrics.rateLimited.increment()
                 ack?.send(
-                    SocketIOArguments([SocketIOError.body(code: .rateLimited, message: "too many events; slow down")]))
+                    SocketIOArguments([
+                        SocketIOEventError(code: .rateLimited, message: "too many events; slow down").body
+                    ]))
                 return
             }
             guard let handler = socket.namespace.handler(for: event) else {

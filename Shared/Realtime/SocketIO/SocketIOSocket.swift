@@ -1,4 +1,3 @@
-import Contracts
 import Foundation
 import Metrics
 import NIOCore
@@ -319,10 +318,10 @@ package final class SocketIOSocket: Sendable {
         connection.send(packets)
     }
 
-    /// Emits `event` with one payload encoded with the contracts' JSON coding.
+    /// Emits `event` with one payload encoded with ``SocketIOConfiguration/coding``.
     package func emit(_ event: String, _ payload: some Encodable) {
         do {
-            emit(event, try SocketIOArguments(encoding: payload))
+            emit(event, try namespace.arguments(encoding: payload))
         } catch {
             namespace.logger.error("could not encode \(event)", metadata: ["error": "\(error)"])
         }
@@ -410,9 +409,12 @@ package final class SocketIOSocket: Sendable {
             SocketIOArguments([
                 .object(
                     JSONObject([
-                        ("code", .string(ErrorCode.tokenExpired.rawValue)),
+                        ("code", .string(SocketIOErrorCode.tokenExpired.rawValue)),
                         ("message", .string("the token expired; connect again with a new token")),
-                        ("expiredAt", .string(ISO8601.format(deadline))),
+                        (
+                            "expiredAt",
+                            (try? JSONValue(encoding: deadline, with: namespace.server.configuration.coding)) ?? .null
+                        ),
                     ]))
             ])
         )

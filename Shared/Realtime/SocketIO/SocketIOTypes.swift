@@ -1,4 +1,3 @@
-import Contracts
 import Foundation
 
 /// The arguments of an event or acknowledgement: JSON values, with binary attachments that the values refer
@@ -10,11 +9,6 @@ package struct SocketIOArguments: Sendable, Equatable {
     package init(_ values: [JSONValue] = [], attachments: [[UInt8]] = []) {
         self.values = values
         self.attachments = attachments
-    }
-
-    /// One argument encoded from `value` with the contracts' JSON coding.
-    package init(encoding value: some Encodable) throws {
-        self.init([try JSONValue(encoding: value)])
     }
 }
 
@@ -51,12 +45,15 @@ package struct SocketIOAck: Sendable {
         socket.sendAck(id: id, arguments: arguments)
     }
 
-    /// Answers with one value encoded with the contracts' JSON coding.
+    /// Answers with one value encoded with ``SocketIOConfiguration/coding``.
     package func send(_ value: some Encodable) {
         do {
-            send(try SocketIOArguments(encoding: value))
+            send(try socket.namespace.arguments(encoding: value))
         } catch {
-            send(SocketIOArguments([SocketIOError.body(code: .internalError, message: "could not encode the answer")]))
+            send(
+                SocketIOArguments([
+                    SocketIOEventError(code: .internalError, message: "could not encode the answer").body
+                ]))
         }
     }
 }

@@ -56,7 +56,7 @@ package struct OrderUpdates: Sendable {
         if envelope.payload is ServiceRequestAssigned || envelope.payload is ServiceRequestStatusChanged, let rider {
             rooms.append(Self.technicianRoom(rider.id))
         }
-        let arguments = try SocketIOArguments(encoding: update)
+        let arguments = try emits.namespace.arguments(encoding: update)
         // In one order, so that transactions that emit to the same rooms take their streams' locks alike.
         try await emits.emit("order_update", arguments, toRooms: rooms.sorted(), on: connection)
     }
