@@ -90,6 +90,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "RealtimeTesting",
+            dependencies: [
+                "Realtime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/RealtimeTesting",
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "RealtimePlatform",
             dependencies: [
                 "Realtime", "Contracts", "Kafka", "ServiceKit",
@@ -238,6 +251,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The protocol library with its testing module and nothing else: servers on loopback sockets, no platform.
+        .testTarget(
+            name: "RealtimeLibraryTests",
+            dependencies: ["Realtime", "RealtimeTesting", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "ServiceKitUnitTests",
             dependencies: ["ServiceKit", "Kafka", "Contracts", "Realtime", "RealtimePlatform"],
@@ -246,7 +265,7 @@ let package = Package(
         .testTarget(
             name: "RealtimeTests",
             dependencies: [
-                "Realtime", "RealtimePlatform", "TestSupport", "ServiceKit", "Contracts", "Kafka",
+                "Realtime", "RealtimePlatform", "RealtimeTesting", "TestSupport", "ServiceKit", "Contracts", "Kafka",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -271,7 +290,7 @@ let package = Package(
         .testTarget(
             name: "ServiceKitTests",
             dependencies: [
-                "ServiceKit", "TestSupport", "Contracts", "Kafka",
+                "ServiceKit", "TestSupport", "RealtimeTesting", "Contracts", "Kafka",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -281,7 +300,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "ServiceKit", "Kafka", "Contracts", "Realtime", "RealtimePlatform",
+                "ServiceKit", "Kafka", "Contracts", "Realtime", "RealtimePlatform", "RealtimeTesting",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -352,7 +371,8 @@ func services(
             .testTarget(
                 name: "\(service.library)Tests",
                 dependencies: [
-                    .target(name: service.library), "TestSupport", "Contracts", "Kafka", "ServiceKit", "Realtime",
+                    .target(name: service.library), "TestSupport", "RealtimeTesting", "Contracts", "Kafka",
+                    "ServiceKit", "Realtime",
                     "RealtimePlatform",
                     .product(name: "HummingbirdTesting", package: "hummingbird"),
                     .product(name: "PostgresNIO", package: "postgres-nio"),

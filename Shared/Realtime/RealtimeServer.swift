@@ -8,12 +8,17 @@ import ServiceLifecycle
 /// What a service mounts for real-time: a Socket.IO server on an Engine.IO server at `configuration.path`, with
 /// the store its instances share (in memory: one process). Run it in the service group; mount it with
 /// ``addRoutes(to:)`` and the server builder from ``RealtimeServerBuilder``.
-package final class RealtimeServer: Service, Sendable {
-    package let socketIO: SocketIOServer
-    package let engine: EngineServer
+public final class RealtimeServer: Service, Sendable {
+    /// The Socket.IO server: where the namespaces are registered and the sockets are.
+    public let socketIO: SocketIOServer
+    /// The Engine.IO server under it; ``RealtimeServerBuilder/http1WithWebSockets(_:)`` takes it for the WebSocket
+    /// upgrades.
+    public let engine: EngineServer
     private let logger: Logger
 
-    package init(
+    /// A Socket.IO server with `socketIO`'s settings and `store` on an Engine.IO server with `configuration`; a nil
+    /// ``EngineConfiguration/connectTimeout`` becomes 45 seconds.
+    public init(
         configuration: EngineConfiguration,
         socketIO socketIOConfiguration: SocketIOConfiguration = SocketIOConfiguration(),
         store: any RealtimeStore = InMemoryRealtimeStore(), logger: Logger
@@ -28,15 +33,17 @@ package final class RealtimeServer: Service, Sendable {
 
     /// Whether the store's notices are followed: until then Socket.IO handshakes are answered 503 and `/ready` says
     /// "down" for `realtime`.
-    package var isFollowing: Bool { socketIO.acceptsSessions }
+    public var isFollowing: Bool { socketIO.acceptsSessions }
 
     /// The namespace `name`, e.g. `/chat`.
-    package func namespace(_ name: String) -> SocketIONamespace { socketIO.namespace(name) }
+    public func namespace(_ name: String) -> SocketIONamespace { socketIO.namespace(name) }
 
     /// Adds the long-polling routes to `router`.
-    package func addRoutes<Context: RequestContext>(to router: Router<Context>) { engine.addRoutes(to: router) }
+    public func addRoutes<Context: RequestContext>(to router: Router<Context>) { engine.addRoutes(to: router) }
 
-    package func run() async throws {
+    /// Follows the store and serves sessions until graceful shutdown, which closes the transports without a Socket.IO
+    /// DISCONNECT so that the clients reconnect (to another instance during a rolling deploy).
+    public func run() async throws {
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask { [socketIO = self.socketIO] in await socketIO.runStore() }
@@ -56,8 +63,10 @@ package final class RealtimeServer: Service, Sendable {
 
 /// Builds the HTTP server of an application that serves Engine.IO servers: HTTP/1.1 with WebSocket upgrades
 /// routed to the server whose path matches, served on the event loop (``EngineHTTPChannel``).
-package enum RealtimeServerBuilder {
-    package static func http1WithWebSockets(_ servers: [EngineServer]) -> HTTPServerBuilder {
+public enum RealtimeServerBuilder {
+    /// The HTTP server builder: a WebSocket upgrade goes to the server among `servers` whose
+    /// ``EngineConfiguration/path`` it requests; every other request goes to the application's router.
+    public static func http1WithWebSockets(_ servers: [EngineServer]) -> HTTPServerBuilder {
         HTTPServerBuilder { responder in EngineHTTPChannel(responder: responder, servers: servers) }
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import OrderService
 import PostgresNIO
 import Realtime
+import RealtimeTesting
 import ServiceKit
 import TestSupport
 import Testing

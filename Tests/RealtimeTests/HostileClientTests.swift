@@ -7,6 +7,7 @@ import NIOEmbedded
 import NIOHTTP1
 import Realtime
 import RealtimePlatform
+import RealtimeTesting
 import ServiceKit
 import TestSupport
 import Testing

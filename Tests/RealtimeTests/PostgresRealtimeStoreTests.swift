@@ -4,6 +4,7 @@ import Logging
 import PostgresNIO
 import Realtime
 import RealtimePlatform
+import RealtimeTesting
 import ServiceKit
 import TestSupport
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Realtime
+import RealtimeTesting
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Realtime
+import RealtimeTesting
 import TestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 import Logging
+import RealtimeTesting
 import ServiceKit
 import ServiceLifecycle
 import Synchronization

@@ -3,6 +3,7 @@ import Foundation
 import JWTKit
 import Kafka
 import Logging
+import RealtimeTesting
 import ServiceKit
 import Synchronization
 
@@ -106,13 +107,6 @@ package func eventually(
         guard ContinuousClock.now < deadline else { throw TimedOut(what: message(), timeout: timeout) }
         try await Task.sleep(for: interval)
     }
-}
-
-/// ``eventually(timeout:interval:_:_:)`` ran out of time.
-package struct TimedOut: Error, CustomStringConvertible {
-    package var what: String
-    package var timeout: Duration
-    package var description: String { "timed out after \(timeout) waiting for \(what)" }
 }
 
 /// A value shared between a test and the tasks it starts.

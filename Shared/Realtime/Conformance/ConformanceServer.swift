@@ -9,9 +9,9 @@ import ServiceLifecycle
 /// - `/socket.io/`: Socket.IO with namespaces `/` and `/custom`; on connect it emits `auth` with the handshake's
 ///   auth payload; on `/` it answers `message` with `message-back` (same arguments, attachments included) and
 ///   `message-with-ack` through the acknowledgement.
-package enum ConformanceServer {
+public enum ConformanceServer {
     /// The suites' settings: ping every 300 ms, 200 ms to answer, 1 MB payloads, 1 s to join a namespace.
-    package static func configuration(path: String, pingInterval: Duration, pingTimeout: Duration)
+    public static func configuration(path: String, pingInterval: Duration, pingTimeout: Duration)
         -> EngineConfiguration
     {
         var configuration = EngineConfiguration()
@@ -24,7 +24,7 @@ package enum ConformanceServer {
 
     /// The application (both servers on `host:port`) and the realtime services to run after it in the service
     /// group, so that at shutdown they disconnect their sockets before the HTTP server goes away.
-    package static func makeApplication(
+    public static func makeApplication(
         host: String = "127.0.0.1", port: Int, backlog: Int = 4096, pingInterval: Duration = .milliseconds(300),
         pingTimeout: Duration = .milliseconds(200), connectTimeout: Duration = .milliseconds(1000), logger: Logger
     ) -> (application: some ApplicationProtocol, realtimeServices: [any Service]) {

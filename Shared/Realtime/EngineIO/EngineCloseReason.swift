@@ -1,7 +1,7 @@
 // Why a session ended and what the peer sent it: the two values the layer above an Engine.IO session receives.
 
 /// Why an Engine.IO session ended.
-package enum EngineCloseReason: String, Sendable {
+public enum EngineCloseReason: String, Sendable {
     /// The peer asked (close packet) or its socket went away.
     case clientClose = "client close"
     case transportClose = "transport close"
@@ -18,7 +18,7 @@ package enum EngineCloseReason: String, Sendable {
 }
 
 /// A message from the peer: the payload of an Engine.IO message packet.
-package enum EngineMessage: Sendable, Equatable {
+public enum EngineMessage: Sendable, Equatable {
     case text(String)
     case binary([UInt8])
 }

@@ -11,7 +11,7 @@ import Synchronization
 /// Engine.IO over HTTP long-polling: the handshake, polls and posts.
 extension EngineServer {
     /// Adds `GET` and `POST` on the configured path.
-    package func addRoutes<Context: RequestContext>(to router: Router<Context>) {
+    public func addRoutes<Context: RequestContext>(to router: Router<Context>) {
         let path = RouterPath(configuration.path)
         router.get(path) { request, context in await self.respond(to: request, context: context) }
         router.post(path) { request, context in await self.respond(to: request, context: context) }
@@ -19,7 +19,7 @@ extension EngineServer {
     }
 
     /// The Engine.IO answer to an HTTP request on the path.
-    package func respond(to request: Request, context: some RequestContext) async -> Response {
+    public func respond(to request: Request, context: some RequestContext) async -> Response {
         let query = Self.query(of: request.uri.query)
         guard query["EIO"] == "4" else { return Self.error(.badRequest, code: 5, "Unsupported protocol version") }
         guard let transport = query["transport"], transport == "polling" || transport == "websocket" else {

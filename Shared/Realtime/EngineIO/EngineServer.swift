@@ -9,33 +9,38 @@ import ServiceLifecycle
 import Synchronization
 
 /// Engine.IO settings. The defaults are Socket.IO's production values.
-package struct EngineConfiguration: Sendable {
+public struct EngineConfiguration: Sendable {
     /// Where the server answers, e.g. `/socket.io` (requests go to `/socket.io/?EIO=4&transport=...`).
-    package var path: String = "/socket.io"
-    package var pingInterval: Duration = .seconds(25)
-    package var pingTimeout: Duration = .seconds(20)
+    public var path: String = "/socket.io"
+    /// How long after a session opens, or after the last pong, the server sends a ping; the client learns it in the
+    /// handshake.
+    public var pingInterval: Duration = .seconds(25)
+    /// How long a ping may wait for its pong before the session is closed (`ping timeout`); the client learns it in
+    /// the handshake.
+    public var pingTimeout: Duration = .seconds(20)
     /// The largest message or polling body accepted, in bytes.
-    package var maxPayload: Int = 1_000_000
+    public var maxPayload: Int = 1_000_000
     /// How long a WebSocket may take between `2probe` and `5`.
-    package var upgradeTimeout: Duration = .seconds(10)
+    public var upgradeTimeout: Duration = .seconds(10)
     /// A session that the layer above has not claimed within this time is closed (Socket.IO's connectTimeout).
-    package var connectTimeout: Duration?
+    public var connectTimeout: Duration?
     /// The most bytes that may wait for one peer (WebSocket output or the polling buffer); a peer that lets more
     /// pile up is disconnected.
-    package var outboundBacklogLimit: Int = 1 << 20
+    public var outboundBacklogLimit: Int = 1 << 20
     /// The most open sessions per client address (nil: no limit); a handshake over it is answered 429.
-    package var maxSessionsPerAddress: Int?
+    public var maxSessionsPerAddress: Int?
     /// Which peers' `X-Forwarded-For` / `X-Real-IP` name the client (the gateway's address).
-    package var trustedProxies = TrustedProxies.loopback
+    public var trustedProxies = TrustedProxies.loopback
     /// The headers (lower-cased names) a session keeps from the request that opened it, for the layer above's
     /// handshake; nil keeps them all. Each kept header costs memory for the life of the connection.
-    package var retainedHeaders: Set<String>? = ["authorization"]
+    public var retainedHeaders: Set<String>? = ["authorization"]
 
-    package init() {}
+    /// The default settings; change the properties that need other values.
+    public init() {}
 }
 
 /// The layer above Engine.IO: Socket.IO, or an echo for the conformance server.
-package protocol EngineHandler: Sendable {
+public protocol EngineHandler: Sendable {
     /// A session opened; called before any of its messages is received. No task runs for a session while it is idle
     /// (a task keeps the deepest stack it ever needed until it ends), so work a message starts runs in tasks that end.
     func opened(_ session: EngineSession)
@@ -50,14 +55,16 @@ package protocol EngineHandler: Sendable {
 }
 
 extension EngineHandler {
-    package var acceptsSessions: Bool { true }
+    /// By default a handler accepts sessions as soon as it exists.
+    public var acceptsSessions: Bool { true }
 }
 
 /// An Engine.IO v4 server: HTTP long-polling, WebSocket, the upgrade from one to the other, and the heartbeat.
 /// Mount its HTTP routes with ``addRoutes(to:)`` and its WebSocket upgrade with ``RealtimeServerBuilder``; run
 /// it in the service group (it supervises the sessions' heartbeats and closes them on shutdown).
-package final class EngineServer: Service, Sendable {
-    package let configuration: EngineConfiguration
+public final class EngineServer: Service, Sendable {
+    /// The settings the server was created with.
+    public let configuration: EngineConfiguration
     let handler: any EngineHandler
     let logger: Logger
     struct Sessions {
@@ -78,7 +85,8 @@ package final class EngineServer: Service, Sendable {
     let ender: AsyncStream<EngineSession>.Continuation
     let acceptingSessions = Atomic<Bool>(true)
 
-    package init(configuration: EngineConfiguration, handler: some EngineHandler, logger: Logger) {
+    /// A server whose sessions' messages and closes go to `handler`.
+    public init(configuration: EngineConfiguration, handler: some EngineHandler, logger: Logger) {
         self.configuration = configuration
         self.handler = handler
         self.logger = logger
@@ -86,10 +94,10 @@ package final class EngineServer: Service, Sendable {
     }
 
     /// The number of open sessions.
-    package var sessionCount: Int { sessions.withLock { $0.byId.count } }
+    public var sessionCount: Int { sessions.withLock { $0.byId.count } }
 
     /// Tells the handler of every session that closes, until shutdown has closed them all.
-    package func run() async throws {
+    public func run() async throws {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 for await session in ended {
@@ -102,7 +110,7 @@ package final class EngineServer: Service, Sendable {
     }
 
     /// Stops accepting sessions and closes every open one; `run` ends once the last of them was handed over.
-    package func shutDown() {
+    public func shutDown() {
         acceptingSessions.store(false, ordering: .releasing)
         let open = sessions.withLock { sessions in
             if sessions.byId.isEmpty { ender.finish() }
@@ -259,7 +267,7 @@ package final class EngineServer: Service, Sendable {
     static let protocolQueryKeys: Set<String> = ["EIO", "transport", "sid", "t", "j", "b64"]
 
     /// The decoded query parameters of a request target's query; `=`, `a=` and `=b` are kept, never a crash.
-    package static func query(of text: String?) -> [String: String] {
+    public static func query(of text: String?) -> [String: String] {
         var values: [String: String] = [:]
         for pair in (text ?? "").split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

@@ -14,16 +14,17 @@ enum PollResult: Sendable {
 /// One Engine.IO session: its transport (polling, then possibly WebSocket), outgoing queue and heartbeat state.
 /// Sending never blocks: packets wait in one queue, bounded in bytes, for the next poll or the WebSocket writer.
 /// A peer that lets more than the limit pile up (it does not read) is disconnected rather than buffered for.
-package final class EngineSession: Sendable {
-    package let id: String
+public final class EngineSession: Sendable {
+    /// The session id (`sid`): 20 random URL-safe characters, given to the client in the handshake.
+    public let id: String
     /// The query of the request that opened the session, without the protocol's own parameters (`EIO`,
     /// `transport`, `sid`, `t`, `j`, `b64`).
-    package let query: [String: String]
+    public let query: [String: String]
     /// The headers of the request that opened the session that ``EngineConfiguration/retainedHeaders`` keeps
     /// (lower-cased names).
-    package let headers: [String: String]
+    public let headers: [String: String]
     /// The client's address (the peer's, or the one a trusted proxy forwarded), if known.
-    package let clientAddress: String?
+    public let clientAddress: String?
     /// The most bytes of packets that may wait for the peer (queued, or taken by the WebSocket writer and not
     /// yet written).
     let outboundLimit: Int
@@ -99,11 +100,11 @@ package final class EngineSession: Sendable {
     }
 
     /// Whether the session has ended.
-    package var isClosed: Bool { state.withLock { $0.closeReason != nil } }
+    public var isClosed: Bool { state.withLock { $0.closeReason != nil } }
 
     /// Marks the session as taken over by the layer above (Socket.IO: a namespace was joined), which stops the
     /// connect timeout.
-    package func claim() {
+    public func claim() {
         let timer = state.withLock { state in
             state.claimed = true
             defer { state.connectTimer = nil }
@@ -113,7 +114,7 @@ package final class EngineSession: Sendable {
     }
 
     /// Runs `handler` once when the session closes (at once if it already has).
-    package func onClose(_ handler: @escaping @Sendable () -> Void) {
+    func onClose(_ handler: @escaping @Sendable () -> Void) {
         let closed = state.withLock { state -> Bool in
             guard state.closeReason == nil else { return true }
             state.closeHandlers.append(handler)
@@ -134,13 +135,13 @@ package final class EngineSession: Sendable {
     var pendingBytes: Int { state.withLock { $0.pendingBytes } }
 
     /// Sends a message packet with `text`.
-    package func send(text: String) { send([EnginePacket(.message, text)]) }
+    public func send(text: String) { send([EnginePacket(.message, text)]) }
 
     /// Sends packets in order, together (a Socket.IO packet and its binary attachments never interleave with
     /// another). Over the outbound limit the session closes (``EngineCloseReason/outboundBacklogFull``).
     /// - Parameter latestKey: for a single packet: drops a packet with the same key that still waits for the peer
     ///   (only the latest matters, e.g. a position) instead of sending both.
-    package func send(_ packets: [EnginePacket], latestKey: String? = nil) {
+    public func send(_ packets: [EnginePacket], latestKey: String? = nil) {
         let bytes = packets.reduce(0) { $0 + $1.byteCount }
         enum Outcome {
             case none
@@ -259,7 +260,7 @@ package final class EngineSession: Sendable {
     /// Ends the session. A waiting poll is answered with `pollAnswer` (close or noop); the WebSocket writer
     /// finishes after what is queued, unless the session closes for an overflowing backlog: then the queue is
     /// dropped and the connection closed at once.
-    package func close(_ reason: EngineCloseReason, pollAnswer: EnginePacket = EnginePacket(.close)) {
+    public func close(_ reason: EngineCloseReason, pollAnswer: EnginePacket = EnginePacket(.close)) {
         struct Effects {
             var poll: CheckedContinuation<PollResult, Never>?
             var wake: (any EngineWebSocketWriter)?
@@ -302,7 +303,7 @@ package final class EngineSession: Sendable {
     }
 
     /// Why the session closed, once it has.
-    package var closeReason: EngineCloseReason? { state.withLock { $0.closeReason } }
+    var closeReason: EngineCloseReason? { state.withLock { $0.closeReason } }
 
     /// The heartbeat's event loop and timing, set before each ping goes out (see `sendPing`).
     let pongContext = Mutex<(eventLoop: any EventLoop, interval: Duration, timeout: Duration)?>(nil)

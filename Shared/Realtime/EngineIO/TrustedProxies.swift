@@ -2,15 +2,15 @@ import NIOCore
 
 /// The proxies (such as the gateway) whose `X-Forwarded-For` or `X-Real-IP` header names the client; for any
 /// other peer the connection's own address is the client's. Entries are IP addresses or IPv4 CIDR ranges.
-package struct TrustedProxies: Sendable, Equatable {
+public struct TrustedProxies: Sendable, Equatable {
     private var addresses: Set<String>
     private var ranges: [IPv4Range]
 
     /// `127.0.0.1` and `::1`: a gateway on the same host.
-    package static let loopback = try! TrustedProxies(["127.0.0.1", "::1"])
+    public static let loopback = try! TrustedProxies(["127.0.0.1", "::1"])
 
     /// - Throws: ``InvalidEntry`` naming an entry that is neither an address nor `a.b.c.d/n`.
-    package init(_ entries: [String]) throws(InvalidEntry) {
+    public init(_ entries: [String]) throws(InvalidEntry) {
         addresses = []
         ranges = []
         for entry in entries {
@@ -27,13 +27,15 @@ package struct TrustedProxies: Sendable, Equatable {
     }
 
     /// An entry that is not an IP address or an IPv4 range.
-    package struct InvalidEntry: Error, Equatable {
-        package var entry: String
-        package init(entry: String) { self.entry = entry }
+    public struct InvalidEntry: Error, Equatable {
+        /// The rejected entry, as given.
+        public var entry: String
+        /// An error naming the rejected `entry`.
+        public init(entry: String) { self.entry = entry }
     }
 
     /// Whether `address` (an IP address) is a trusted proxy.
-    package func contains(_ address: String) -> Bool {
+    public func contains(_ address: String) -> Bool {
         let address = Self.normalized(address)
         if addresses.contains(address) { return true }
         guard let value = IPv4Range.parse(address) else { return false }
@@ -44,7 +46,7 @@ package struct TrustedProxies: Sendable, Equatable {
     /// `X-Forwarded-For` that is not a trusted proxy (the one the outermost trusted proxy saw; those to its left
     /// are the client's to invent), else `X-Real-IP`. Nil when the peer is unknown (not a socket).
     /// - Parameter headers: lower-cased names.
-    package func clientAddress(peer: SocketAddress?, headers: [String: String]) -> String? {
+    public func clientAddress(peer: SocketAddress?, headers: [String: String]) -> String? {
         guard let peerIP = peer?.ipAddress.map(Self.normalized) else { return nil }
         guard contains(peerIP) else { return peerIP }
         if let forwarded = headers["x-forwarded-for"] {

@@ -2,13 +2,14 @@ import Foundation
 
 /// How the typed API (typed handlers, emits and acknowledgements) turns values into JSON and back. The platform
 /// passes its own (``SocketIOConfiguration/coding``); ``standard`` writes dates as ISO-8601 in UTC with milliseconds.
-package struct JSONCoding: Sendable {
+public struct JSONCoding: Sendable {
     /// The JSON text of a value.
-    package var encode: @Sendable (any Encodable) throws -> Data
+    public var encode: @Sendable (any Encodable) throws -> Data
     /// The value of a type decoded from JSON text.
-    package var decode: @Sendable (any Decodable.Type, Data) throws -> any Decodable
+    public var decode: @Sendable (any Decodable.Type, Data) throws -> any Decodable
 
-    package init(
+    /// A coding made of the application's own encode and decode functions (e.g. with its date and key strategies).
+    public init(
         encode: @escaping @Sendable (any Encodable) throws -> Data,
         decode: @escaping @Sendable (any Decodable.Type, Data) throws -> any Decodable
     ) {
@@ -18,7 +19,7 @@ package struct JSONCoding: Sendable {
 
     /// Foundation's JSON with sorted keys, `/` unescaped and dates such as `2026-11-21T10:15:00.250Z` (read with
     /// or without the fraction).
-    package static let standard = JSONCoding(
+    public static let standard = JSONCoding(
         encode: { value in
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -46,12 +47,12 @@ package struct JSONCoding: Sendable {
 
 extension JSONValue {
     /// Encodes `value` with `coding`.
-    package init(encoding value: some Encodable, with coding: JSONCoding) throws {
+    public init(encoding value: some Encodable, with coding: JSONCoding) throws {
         self = try JSONValue.parse(Array(try coding.encode(value)))
     }
 
     /// Decodes this value as `T` with `coding`.
-    package func decode<T: Decodable>(as type: T.Type, with coding: JSONCoding) throws -> T {
+    public func decode<T: Decodable>(as type: T.Type, with coding: JSONCoding) throws -> T {
         guard let value = try coding.decode(type, Data(serialized.utf8)) as? T else {
             throw DecodingError.typeMismatch(
                 type, DecodingError.Context(codingPath: [], debugDescription: "the coding returned another type"))

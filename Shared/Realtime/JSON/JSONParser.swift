@@ -2,16 +2,18 @@ import Foundation
 
 extension JSONValue {
     /// Parses one JSON value that must span all of `text` (surrounding whitespace allowed).
-    package static func parse(_ text: Substring) throws(JSONParseError) -> JSONValue {
+    public static func parse(_ text: Substring) throws(JSONParseError) -> JSONValue {
         var parser = JSONParser(Array(text.utf8))
         return try parser.parseDocument()
     }
 
-    package static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+    /// Parses one JSON value that must span all of `text` (surrounding whitespace allowed).
+    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         try parse(text[...])
     }
 
-    package static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+    /// Parses one JSON value that must span all of `bytes`, UTF-8 text (surrounding whitespace allowed).
+    public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
         var parser = JSONParser(bytes)
         return try parser.parseDocument()
     }
@@ -247,8 +249,10 @@ private struct JSONParser {
 }
 
 /// Why a text is not JSON.
-package struct JSONParseError: Error, CustomStringConvertible {
-    package var offset: Int
-    package var reason: String
-    package var description: String { "invalid JSON at byte \(offset): \(reason)" }
+public struct JSONParseError: Error, CustomStringConvertible {
+    /// Where parsing stopped: the number of UTF-8 bytes before the offending one, from the start of the input.
+    public var offset: Int
+    /// What was wrong there, e.g. `unexpected end` or `nested too deeply` (more than 64 arrays and objects deep).
+    public var reason: String
+    public var description: String { "invalid JSON at byte \(offset): \(reason)" }
 }

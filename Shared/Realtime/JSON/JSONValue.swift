@@ -2,7 +2,7 @@ import Foundation
 
 /// A JSON value that keeps what a client sent exactly: object key order and number lexemes. Socket.IO payloads
 /// are parsed into it and echoed or re-encoded without reformatting.
-package enum JSONValue: Sendable, Equatable, CustomStringConvertible {
+public enum JSONValue: Sendable, Equatable, CustomStringConvertible {
     case null
     case bool(Bool)
     /// The number as written, e.g. `1`, `-2.5e3`.
@@ -11,21 +11,25 @@ package enum JSONValue: Sendable, Equatable, CustomStringConvertible {
     case array([JSONValue])
     case object(JSONObject)
 
-    package init(_ value: Int) { self = .number(String(value)) }
-    package init(_ value: Double) {
+    /// A number written as the decimal integer `value`.
+    public init(_ value: Int) { self = .number(String(value)) }
+    /// A number: a whole `value` below 10^15 in magnitude is written as an integer (`3`), others as Swift prints
+    /// them (`2.5`, `1e+20`). `value` must be finite: NaN and infinity have no JSON form.
+    public init(_ value: Double) {
         self = .number(value.rounded() == value && abs(value) < 1e15 ? String(Int64(value)) : String(value))
     }
 
     /// Compact JSON: no spaces, `/` not escaped, non-ASCII as UTF-8.
-    package var serialized: String {
+    public var serialized: String {
         var output = ""
         write(to: &output)
         return output
     }
 
-    package var description: String { serialized }
+    public var description: String { serialized }
 
-    package func write(to output: inout String) {
+    /// Appends the compact JSON text (as ``serialized`` has it) to `output`.
+    public func write(to output: inout String) {
         switch self {
         case .null: output += "null"
         case .bool(let value): output += value ? "true" : "false"
@@ -71,35 +75,37 @@ package enum JSONValue: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The value of `key` if this is an object that has it.
-    package subscript(key: String) -> JSONValue? {
+    public subscript(key: String) -> JSONValue? {
         guard case .object(let object) = self else { return nil }
         return object[key]
     }
 
     /// Element `index` if this is an array that long.
-    package subscript(index: Int) -> JSONValue? {
+    public subscript(index: Int) -> JSONValue? {
         guard case .array(let values) = self, values.indices.contains(index) else { return nil }
         return values[index]
     }
 
-    package var stringValue: String? {
+    /// The text, if this is a string (nil for any other value, numbers included).
+    public var stringValue: String? {
         if case .string(let text) = self { return text }
         return nil
     }
 
     /// The number, if this is one.
-    package var doubleValue: Double? {
+    public var doubleValue: Double? {
         if case .number(let lexeme) = self { return Double(lexeme) }
         return nil
     }
 
     /// The elements, if this is an array (otherwise none).
-    package var arrayValue: [JSONValue] {
+    public var arrayValue: [JSONValue] {
         if case .array(let values) = self { return values }
         return []
     }
 
-    package var isObject: Bool {
+    /// Whether this is an object (false for every other value, null included).
+    public var isObject: Bool {
         if case .object = self { return true }
         return false
     }
@@ -107,7 +113,7 @@ package enum JSONValue: Sendable, Equatable, CustomStringConvertible {
 
 extension JSONValue: Decodable {
     /// Decodes any JSON value (object member order is not kept when decoding through `Decoder`).
-    package init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         if var array = try? decoder.unkeyedContainer() {
             var values: [JSONValue] = []
             while !array.isAtEnd { values.append(try array.decode(JSONValue.self)) }
@@ -139,7 +145,7 @@ extension JSONValue: Decodable {
 
 extension JSONValue: Encodable {
     /// Encodes the value through any `Encoder`: numbers as integers when they are, otherwise as doubles.
-    package func encode(to encoder: any Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         switch self {
         case .null:
             var container = encoder.singleValueContainer()
@@ -176,16 +182,19 @@ private struct MemberKey: CodingKey {
 }
 
 /// A JSON object's members in the order they were written.
-package struct JSONObject: Sendable, Equatable {
-    package var entries: [(key: String, value: JSONValue)]
+public struct JSONObject: Sendable, Equatable {
+    /// The members in the order they were written; a key may occur more than once (lookups find the first).
+    public var entries: [(key: String, value: JSONValue)]
 
-    package init(_ entries: [(key: String, value: JSONValue)] = []) { self.entries = entries }
+    /// An object with `entries` as its members, in this order.
+    public init(_ entries: [(key: String, value: JSONValue)] = []) { self.entries = entries }
 
-    package subscript(key: String) -> JSONValue? {
+    /// The value of the first member named `key`, or nil when there is none.
+    public subscript(key: String) -> JSONValue? {
         entries.first { $0.key == key }?.value
     }
 
-    package static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
+    public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
         lhs.entries.count == rhs.entries.count
             && zip(lhs.entries, rhs.entries).allSatisfy { $0.key == $1.key && $0.value == $1.value }
     }

@@ -3,31 +3,33 @@ import NIOCore
 import NIOPosix
 
 /// Socket.IO settings of a server.
-package struct SocketIOConfiguration: Sendable {
+public struct SocketIOConfiguration: Sendable {
     /// The per-socket limit on incoming events of every namespace that sets none of its own.
-    package var rateLimit = SocketIORateLimit(eventsPerSecond: 20, burst: 50)
+    public var rateLimit = SocketIORateLimit(eventsPerSecond: 20, burst: 50)
     /// The most bytes of packets that may wait to be handled per connection (each packet counts its size plus
     /// 64); a connection that sends faster than its packets are handled is closed.
-    package var inboundBacklogLimit = 1 << 20
+    public var inboundBacklogLimit = 1 << 20
     /// Where per-socket deadlines (a token's expiry) are scheduled; tests pass an event loop whose time they
     /// advance.
-    package var timers: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()
+    public var timers: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()
     /// Connection state recovery (Socket.IO v4.6): nil turns it off (no `pid`, no offsets on events).
-    package var recovery: SocketIORecoverySettings?
+    public var recovery: SocketIORecoverySettings?
     /// The clock recovery's window is measured with.
-    package var now: @Sendable () -> Date = { Date() }
+    public var now: @Sendable () -> Date = { Date() }
     /// How typed handlers decode payloads and typed emits and acknowledgements encode values.
-    package var coding = JSONCoding.standard
+    public var coding = JSONCoding.standard
     /// The answer to an acknowledged event whose handler threw: nil for an error the client is not told about
     /// (logged and answered `INTERNAL_ERROR`). An application maps its own error types here, falling back to
     /// ``describeProtocolError(_:)``.
-    package var describeError: @Sendable (any Error) -> SocketIOEventError? = describeProtocolError
+    public var describeError: @Sendable (any Error) -> SocketIOEventError? = describeProtocolError
 
-    package init() {}
+    /// The defaults: 20 events per second with bursts of 50, a 1 MiB inbound backlog, no recovery, and
+    /// ``JSONCoding/standard``.
+    public init() {}
 
     /// The answers of this library's own errors: a ``SocketIOEventError`` as it is, a ``SocketIOPayloadError`` as
     /// `VALIDATION_FAILED`.
-    package static func describeProtocolError(_ error: any Error) -> SocketIOEventError? {
+    public static func describeProtocolError(_ error: any Error) -> SocketIOEventError? {
         switch error {
         case let error as SocketIOEventError: error
         case let error as SocketIOPayloadError:
@@ -40,10 +42,13 @@ package struct SocketIOConfiguration: Sendable {
 }
 
 /// A per-socket limit on incoming events: a token bucket of `burst` events refilled at `eventsPerSecond`.
-package struct SocketIORateLimit: Sendable {
-    package var eventsPerSecond: Double
-    package var burst: Int
-    package init(eventsPerSecond: Double, burst: Int) {
+public struct SocketIORateLimit: Sendable {
+    /// How many events per second refill the bucket (fractions allowed, e.g. 0.5 for one every two seconds).
+    public var eventsPerSecond: Double
+    /// The bucket's size: how many events a socket may send at once after it was quiet.
+    public var burst: Int
+    /// A limit of `burst` events at once, refilled at `eventsPerSecond`.
+    public init(eventsPerSecond: Double, burst: Int) {
         self.eventsPerSecond = eventsPerSecond
         self.burst = burst
     }

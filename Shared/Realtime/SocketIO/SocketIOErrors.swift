@@ -1,10 +1,13 @@
 // How a connection or an event is refused, and why a socket left: together they answer what the client is told.
 
 /// A refused namespace connection: sent as CONNECT_ERROR `{"message":...,"data":{"code":...}}`.
-package struct SocketIOConnectRefusal: Error, Sendable {
-    package var message: String
-    package var code: SocketIOErrorCode?
-    package init(_ message: String, code: SocketIOErrorCode? = nil) {
+public struct SocketIOConnectRefusal: Error, Sendable {
+    /// The CONNECT_ERROR's `message`, shown to the client's `connect_error` listener.
+    public var message: String
+    /// The CONNECT_ERROR's `data.code`; nil sends no `data`.
+    public var code: SocketIOErrorCode?
+    /// A refusal with `message` and, optionally, a machine-readable `code`.
+    public init(_ message: String, code: SocketIOErrorCode? = nil) {
         self.message = message
         self.code = code
     }
@@ -12,16 +15,19 @@ package struct SocketIOConnectRefusal: Error, Sendable {
 
 /// An error answer to an acknowledged event, `{"error":{"code":"...","message":"..."}}`: thrown by a handler, or
 /// what ``SocketIOConfiguration/describeError`` makes of another error.
-package struct SocketIOEventError: Error, Sendable {
-    package var code: SocketIOErrorCode
-    package var message: String
-    package init(code: SocketIOErrorCode, message: String) {
+public struct SocketIOEventError: Error, Sendable {
+    /// The answer's `error.code`, which clients switch on.
+    public var code: SocketIOErrorCode
+    /// The answer's `error.message`, for people (clients do not switch on it).
+    public var message: String
+    /// An error answer; thrown from a handler, it is sent to the client as ``body``.
+    public init(code: SocketIOErrorCode, message: String) {
         self.code = code
         self.message = message
     }
 
     /// The acknowledgement's argument.
-    package var body: JSONValue {
+    public var body: JSONValue {
         .object(
             JSONObject([
                 ("error", .object(JSONObject([("code", .string(code.rawValue)), ("message", .string(message))])))
@@ -30,17 +36,21 @@ package struct SocketIOEventError: Error, Sendable {
 }
 
 /// An event's payload that did not decode as its handler's type; `underlying` is what the coding threw.
-package struct SocketIOPayloadError: Error, Sendable {
-    package var event: String
-    package var underlying: any Error
-    package init(event: String, underlying: any Error) {
+public struct SocketIOPayloadError: Error, Sendable {
+    /// The event whose payload did not decode.
+    public var event: String
+    /// What the coding threw, such as a `DecodingError`; ``SocketIOConfiguration/describeProtocolError(_:)`` puts it
+    /// in the `VALIDATION_FAILED` message.
+    public var underlying: any Error
+    /// An error for `event`'s payload, wrapping what the coding threw.
+    public init(event: String, underlying: any Error) {
         self.event = event
         self.underlying = underlying
     }
 }
 
 /// Why a socket left its namespace.
-package enum SocketIODisconnectReason: String, Sendable {
+public enum SocketIODisconnectReason: String, Sendable {
     /// The client sent DISCONNECT.
     case clientNamespaceDisconnect = "client namespace disconnect"
     /// The server disconnected it.

@@ -6,13 +6,18 @@ import Synchronization
 
 /// A Socket.IO namespace (`/chat`, `/rider`, ...): its authorization hook, event handlers, rooms and sockets.
 /// Register everything before the server starts serving.
-package final class SocketIONamespace: Sendable {
-    package typealias EventHandler = @Sendable (SocketIOSocket, SocketIOArguments, SocketIOAck?) async -> Void
-    package typealias Authorizer = @Sendable (SocketIOHandshake) async throws -> SocketIOCredentials?
+public final class SocketIONamespace: Sendable {
+    /// Handles an event: the socket, the event's arguments (its name removed) and the acknowledgement if the client
+    /// asked for one.
+    public typealias EventHandler = @Sendable (SocketIOSocket, SocketIOArguments, SocketIOAck?) async -> Void
+    /// Decides whether a handshake may connect: credentials, nil to let it in without a user, or a thrown
+    /// ``SocketIOConnectRefusal``; any other error refuses it as `INTERNAL_ERROR` (and is logged).
+    public typealias Authorizer = @Sendable (SocketIOHandshake) async throws -> SocketIOCredentials?
     /// Given the user, the socket id and the rooms of a socket being recovered, the rooms it may have back.
-    package typealias RecoveryCheck = @Sendable (any SocketIOUser, String, Set<String>) async -> Set<String>
+    public typealias RecoveryCheck = @Sendable (any SocketIOUser, String, Set<String>) async -> Set<String>
 
-    package let name: String
+    /// The namespace's name, always starting with `/` (e.g. `/chat`); `/` is the main namespace.
+    public let name: String
     let logger: Logger
     let server: SocketIOServer
     private let connectedGauge: Gauge
@@ -64,14 +69,14 @@ package final class SocketIONamespace: Sendable {
 
     /// Decides who may connect: return the credentials, or throw ``SocketIOConnectRefusal`` (sent as CONNECT_ERROR).
     /// Credentials with an expiry disconnect the socket then (after `token_expired`), unless refreshed.
-    package func authorize(_ authorizer: @escaping Authorizer) {
+    public func authorize(_ authorizer: @escaping Authorizer) {
         registry.withLock { $0.authorizer = authorizer }
     }
 
     /// Checks credentials: the authorizer decides who may connect, and a client may send new credentials with
     /// ``refreshCredentialsEvent`` `{token}` before its current ones expire (acknowledged with `{expiresAt}` or an
     /// error). The new credentials must be for the same user; the socket is then disconnected at their expiry.
-    package func requireCredentials(_ authorizer: @escaping Authorizer) {
+    public func requireCredentials(_ authorizer: @escaping Authorizer) {
         authorize(authorizer)
         on(Self.refreshCredentialsEvent, CredentialsRefresh.self) { socket, request in
             var handshake = socket.handshake
@@ -91,9 +96,9 @@ package final class SocketIONamespace: Sendable {
     }
 
     /// The event a client sends with a new token before its current one expires.
-    package static let refreshCredentialsEvent = "refresh_token"
+    public static let refreshCredentialsEvent = "refresh_token"
     /// The event a socket gets when its token expired, just before DISCONNECT.
-    package static let tokenExpiredEvent = "token_expired"
+    public static let tokenExpiredEvent = "token_expired"
 
     /// `refresh_token`'s payload.
     struct CredentialsRefresh: Codable, Sendable { var token: String }
@@ -101,7 +106,7 @@ package final class SocketIONamespace: Sendable {
     struct CredentialsRefreshed: Codable, Sendable { var expiresAt: Date? }
 
     /// Handles `event` with its raw arguments; `ack` is set when the client asked for an acknowledgement.
-    package func on(_ event: String, handler: @escaping EventHandler) {
+    public func on(_ event: String, handler: @escaping EventHandler) {
         registry.withLock { $0.handlers[event] = handler }
     }
 
@@ -109,7 +114,7 @@ package final class SocketIONamespace: Sendable {
     /// returned value is the acknowledgement. A missing payload or one that does not decode, and whatever the handler
     /// throws, is answered as ``SocketIOConfiguration/describeError`` says; an error it does not describe with
     /// `INTERNAL_ERROR` (and logged).
-    package func on<Payload: Decodable & Sendable, Reply: Encodable & Sendable>(
+    public func on<Payload: Decodable & Sendable, Reply: Encodable & Sendable>(
         _ event: String, _ payload: Payload.Type,
         handler: @escaping @Sendable (SocketIOSocket, Payload) async throws -> Reply
     ) {
@@ -146,7 +151,7 @@ package final class SocketIONamespace: Sendable {
 
     /// Decides which of its rooms a socket being recovered may have back (the user's access may have changed while
     /// it was away); it gets the emits it missed only in those. Without a check every room is restored.
-    package func checkRecoveredRooms(_ check: @escaping RecoveryCheck) {
+    public func checkRecoveredRooms(_ check: @escaping RecoveryCheck) {
         registry.withLock { $0.recoveryCheck = check }
     }
 
@@ -157,18 +162,18 @@ package final class SocketIONamespace: Sendable {
     static let openTimeout = Duration.seconds(5)
 
     /// Runs after a socket connected (and joined its own rooms), or was recovered (``SocketIOSocket/recovered``).
-    package func onConnect(_ handler: @escaping @Sendable (SocketIOSocket) async -> Void) {
+    public func onConnect(_ handler: @escaping @Sendable (SocketIOSocket) async -> Void) {
         registry.withLock { $0.connectHandlers.append(handler) }
     }
 
     /// Runs after a socket left the namespace, whatever the reason.
-    package func onDisconnect(_ handler: @escaping @Sendable (SocketIOSocket, SocketIODisconnectReason) async -> Void) {
+    public func onDisconnect(_ handler: @escaping @Sendable (SocketIOSocket, SocketIODisconnectReason) async -> Void) {
         registry.withLock { $0.disconnectHandlers.append(handler) }
     }
 
     /// Limits incoming events per socket; events over the limit are answered `RATE_LIMITED` (or dropped if
     /// not acknowledged). Nil: the server's default (``SocketIOConfiguration/rateLimit``).
-    package var rateLimit: SocketIORateLimit? {
+    public var rateLimit: SocketIORateLimit? {
         get { registry.withLock { $0.rateLimit } }
         set { registry.withLock { $0.rateLimit = newValue } }
     }
@@ -182,14 +187,13 @@ package final class SocketIONamespace: Sendable {
     // MARK: Emitting
 
     /// The instance this namespace runs on (``SocketIOServer/instanceId``).
-    package var instanceId: String { server.instanceId }
+    public var instanceId: String { server.instanceId }
 
     /// The room every socket of `userId` joins.
-    package static func userRoom(_ userId: String) -> String { "user:\(userId)" }
+    public static func userRoom(_ userId: String) -> String { "user:\(userId)" }
 
     /// The Socket.IO packet of `event` with `arguments` in this namespace, for a store: its text and attachments.
-    package func eventPacket(_ event: String, _ arguments: SocketIOArguments) -> (text: String, attachments: [[UInt8]])
-    {
+    public func eventPacket(_ event: String, _ arguments: SocketIOArguments) -> (text: String, attachments: [[UInt8]]) {
         let packets = SocketIOConnection.eventPackets(namespace: name, event: event, arguments: arguments, ackId: nil)
         var text = ""
         var attachments: [[UInt8]] = []
@@ -208,7 +212,7 @@ package final class SocketIONamespace: Sendable {
     /// replaced, and a recovered client gets the latest again). An emit that is part of a change is better written
     /// in the change's own transaction (the platform's emitter does that).
     /// - Parameter except: a socket that does not get it (the sender's).
-    package func emit(
+    public func emit(
         _ event: String, _ arguments: SocketIOArguments, toRoom room: String, except: String? = nil,
         latestKey: String? = nil
     ) async throws {
@@ -220,19 +224,19 @@ package final class SocketIONamespace: Sendable {
     }
 
     /// Emits one payload (encoded with ``SocketIOConfiguration/coding``) to every socket in `room`.
-    package func emit(
+    public func emit(
         _ event: String, _ payload: some Encodable, toRoom room: String, latestKey: String? = nil
     ) async throws {
         try await emit(event, try arguments(encoding: payload), toRoom: room, latestKey: latestKey)
     }
 
     /// One argument encoded from `value` with the server's ``SocketIOConfiguration/coding``.
-    package func arguments(encoding value: some Encodable) throws -> SocketIOArguments {
+    public func arguments(encoding value: some Encodable) throws -> SocketIOArguments {
         SocketIOArguments([try JSONValue(encoding: value, with: server.configuration.coding)])
     }
 
     /// Emits to every socket of `userId` (on every instance).
-    package func emit(_ event: String, _ payload: some Encodable, toUser userId: String) async throws {
+    public func emit(_ event: String, _ payload: some Encodable, toUser userId: String) async throws {
         try await emit(event, payload, toRoom: Self.userRoom(userId))
     }
 
@@ -240,18 +244,15 @@ package final class SocketIONamespace: Sendable {
     static func pendingKey(namespace: String, room: String, key: String) -> String { "\(namespace)|\(room)|\(key)" }
 
     /// The sockets in `room` on this instance.
-    package func sockets(in room: String) -> [SocketIOSocket] {
+    public func sockets(in room: String) -> [SocketIOSocket] {
         members.withLock { Array(($0.rooms[room] ?? [:]).values) }
     }
 
     /// The sockets of this namespace on this instance.
-    package var sockets: [SocketIOSocket] { members.withLock { Array($0.sockets.values) } }
+    public var sockets: [SocketIOSocket] { members.withLock { Array($0.sockets.values) } }
 
     /// The socket here of recovery session `pid`, if any.
     func socket(session pid: String) -> SocketIOSocket? { members.withLock { $0.sessions[pid] } }
-
-    /// The rooms this instance follows.
-    package var followedRooms: [String] { members.withLock { Array($0.feeds.keys) } }
 
     // MARK: Membership
 

@@ -1,5 +1,5 @@
 /// A Socket.IO v5 packet type.
-package enum SocketIOPacketType: UInt8, Sendable {
+public enum SocketIOPacketType: UInt8, Sendable {
     case connect = 0
     case disconnect = 1
     case event = 2
@@ -10,15 +10,21 @@ package enum SocketIOPacketType: UInt8, Sendable {
 }
 
 /// One Socket.IO packet: `<type>[<attachments>-][<namespace>,][<ack id>][JSON]`.
-package struct SocketIOPacket: Sendable, Equatable {
-    package var type: SocketIOPacketType
-    package var namespace: String
-    package var ackId: Int?
-    package var data: JSONValue?
+public struct SocketIOPacket: Sendable, Equatable {
+    /// The packet type; a binary event or ack announces `attachmentCount` attachments.
+    public var type: SocketIOPacketType
+    /// The namespace, `/` for the main one (which the packet's text leaves out).
+    public var namespace: String
+    /// The acknowledgement id: on an event that asks for an acknowledgement, and on the ack that answers it.
+    public var ackId: Int?
+    /// The JSON payload: `[name, arguments...]` of an event, the arguments of an ack, the object of a CONNECT or
+    /// CONNECT_ERROR; nil when there is none (DISCONNECT, a CONNECT without `auth`).
+    public var data: JSONValue?
     /// For binary packets: how many binary attachments follow.
-    package var attachmentCount: Int
+    public var attachmentCount: Int
 
-    package init(
+    /// A packet; the defaults are the main namespace, no ack id, no payload and no attachments.
+    public init(
         type: SocketIOPacketType, namespace: String = "/", ackId: Int? = nil, data: JSONValue? = nil,
         attachmentCount: Int = 0
     ) {
@@ -30,10 +36,10 @@ package struct SocketIOPacket: Sendable, Equatable {
     }
 
     /// The most attachments one packet may announce.
-    package static let maximumAttachments = 10
+    public static let maximumAttachments = 10
 
     /// The packet's text (binary attachments travel as separate Engine.IO packets).
-    package var encoded: String {
+    public var encoded: String {
         var text = String(type.rawValue)
         if type == .binaryEvent || type == .binaryAck { text += "\(attachmentCount)-" }
         if namespace != "/" { text += namespace + "," }
@@ -42,9 +48,11 @@ package struct SocketIOPacket: Sendable, Equatable {
         return text
     }
 
-    /// Parses and validates a packet as the reference server does.
+    /// Parses a packet, and validates a client's as the reference server does (a packet a server sent, read by a
+    /// client such as the testing module's, is only parsed).
     /// - Throws: ``EngineProtocolError`` for anything malformed; the connection is then closed.
-    package static func decode(_ text: String) throws(EngineProtocolError) -> SocketIOPacket {
+    public static func decode(_ text: String, sentByServer: Bool = false) throws(EngineProtocolError) -> SocketIOPacket
+    {
         let bytes = Array(text.utf8)
         var index = 0
         guard let first = bytes.first, first >= 0x30, first <= 0x36,
@@ -90,7 +98,7 @@ package struct SocketIOPacket: Sendable, Equatable {
         }
         let packet = SocketIOPacket(
             type: type, namespace: namespace, ackId: ackId, data: data, attachmentCount: attachments)
-        try packet.validate()
+        if !sentByServer { try packet.validate() }
         return packet
     }
 

@@ -1,15 +1,16 @@
 /// Turns a connection's Engine.IO messages into complete Socket.IO packets: a binary packet is held until all the
 /// attachments it announced have arrived.
-package struct SocketIOPacketAssembler: Sendable {
+public struct SocketIOPacketAssembler: Sendable {
     /// A binary packet waiting for its attachments.
     private var partial: (packet: SocketIOPacket, attachments: [[UInt8]])?
 
-    package init() {}
+    /// An assembler with no packet waiting; keep one per connection, since attachments follow their packet.
+    public init() {}
 
     /// The packet that `message` completes, if any.
     /// - Throws: ``EngineProtocolError`` for a malformed packet, text while attachments are due, or an attachment
     ///   that no packet announced.
-    package mutating func receive(
+    public mutating func receive(
         _ message: EngineMessage
     ) throws(EngineProtocolError) -> (packet: SocketIOPacket, attachments: [[UInt8]])? {
         switch message {

@@ -12,10 +12,10 @@ import Synchronization
 /// recoverable emit carries the receiving socket's position in each of its rooms (``StreamOffsets``), which the
 /// client sends back to recover; the session itself is kept in the store, so any instance restores it, exactly one
 /// when two try.
-package final class SocketIOServer: EngineHandler, Sendable {
+public final class SocketIOServer: EngineHandler, Sendable {
     let logger: Logger
     /// Identifies this process in the store (the owner of its sessions).
-    package let instanceId: String
+    public let instanceId: String
     private let namespaces = Mutex<[String: SocketIONamespace]>([:])
     private let connections = Mutex<[String: SocketIOConnection]>([:])
     let store: any RealtimeStore
@@ -52,12 +52,14 @@ package final class SocketIOServer: EngineHandler, Sendable {
 
     /// Whether the store's notices are followed: until then handshakes are refused (503), since nothing could be
     /// delivered to a new socket.
-    package var acceptsSessions: Bool { following.withLock { $0.active } }
+    public var acceptsSessions: Bool { following.withLock { $0.active } }
 
     /// How many bytes of a room's stream one read after a gap takes at most.
     static let fillLimit = 4 << 20
 
-    package init(
+    /// A server that shares rooms and sessions with the other instances through `store`; each server gets a new
+    /// random ``instanceId``.
+    public init(
         configuration: SocketIOConfiguration = SocketIOConfiguration(), store: any RealtimeStore, logger: Logger
     ) {
         self.configuration = configuration
@@ -68,7 +70,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
     }
 
     /// The namespace `name` (e.g. `/chat`), created on first use. Clients can connect only to created ones.
-    package func namespace(_ name: String) -> SocketIONamespace {
+    public func namespace(_ name: String) -> SocketIONamespace {
         let name = name.hasPrefix("/") ? name : "/" + name
         return namespaces.withLock { namespaces in
             if let existing = namespaces[name] { return existing }
@@ -79,23 +81,29 @@ package final class SocketIOServer: EngineHandler, Sendable {
     }
 
     /// Every namespace's sockets on this instance.
-    package var connectedSocketCount: Int {
+    public var connectedSocketCount: Int {
         namespaces.withLock { Array($0.values) }.reduce(0) { $0 + $1.sockets.count }
     }
 
     // MARK: EngineHandler
 
-    package func opened(_ session: EngineSession) {
+    /// Starts the Socket.IO connection of a new Engine.IO session; it has no socket until the client connects to a
+    /// namespace.
+    public func opened(_ session: EngineSession) {
         let connection = SocketIOConnection(session: session, server: self)
         connections.withLock { $0[session.id] = connection }
     }
 
-    package func receive(_ message: EngineMessage, from session: EngineSession) throws(EngineProtocolError) {
+    /// Counts the message against ``SocketIOConfiguration/inboundBacklogLimit`` (over it the session is closed) and
+    /// queues its packet, once complete, to be handled in order; acknowledgements resolve at once.
+    /// - Throws: ``EngineProtocolError`` for a malformed packet, or one for a namespace the client has not joined.
+    public func receive(_ message: EngineMessage, from session: EngineSession) throws(EngineProtocolError) {
         guard let connection = connections.withLock({ $0[session.id] }) else { return }
         try connection.receive(message)
     }
 
-    package func closed(_ session: EngineSession, reason: EngineCloseReason) async {
+    /// Every socket of the session leaves its namespace, after the packets already received were handled.
+    public func closed(_ session: EngineSession, reason: EngineCloseReason) async {
         guard let connection = connections.withLock({ $0.removeValue(forKey: session.id) }) else { return }
         await connection.closed(reason: reason)
     }
@@ -345,7 +353,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
 
     /// Follows the store's notices (again after losing them, reading what the feeds may have missed) and does the
     /// store work the feeds and sessions ask for, until cancelled; then writes the sessions still to be written.
-    package func runStore() async {
+    public func runStore() async {
         await withDiscardingTaskGroup { following in
             following.addTask { await self.followStore() }
             following.addTask { await self.refreshSessions() }
@@ -360,7 +368,7 @@ package final class SocketIOServer: EngineHandler, Sendable {
     }
 
     /// No more store work: ``runStore()`` ends once what is asked is done.
-    package func finishStoreWork() { workInput.finish() }
+    public func finishStoreWork() { workInput.finish() }
 
     private func followStore() async {
         while !Task.isCancelled {

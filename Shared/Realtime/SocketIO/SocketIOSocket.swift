@@ -4,18 +4,20 @@ import NIOCore
 import Synchronization
 
 /// A client connected to one namespace: what handlers receive and emit to.
-package final class SocketIOSocket: Sendable {
+public final class SocketIOSocket: Sendable {
     /// The socket id sent in the CONNECT answer.
-    package let id: String
-    package let namespace: SocketIONamespace
-    package let handshake: SocketIOHandshake
+    public let id: String
+    /// The namespace the socket connected to; handlers emit to its rooms through it.
+    public let namespace: SocketIONamespace
+    /// What the client sent when it connected (its `auth`, the query and kept headers); refreshes do not change it.
+    public let handshake: SocketIOHandshake
     let connection: SocketIOConnection
     /// Socket.IO's private session id, sent in the CONNECT answer when recovery is on; the client sends it back to
     /// recover.
-    package let pid: String?
+    public let pid: String?
     /// True when the socket was restored after its client's connection dropped: it got back its id, rooms and
     /// every emit it missed, so connect handlers must not send again what it already has.
-    package let recovered: Bool
+    public let recovered: Bool
     /// How many times its session was restored.
     let generation: Int
 
@@ -79,18 +81,19 @@ package final class SocketIOSocket: Sendable {
 
     /// Who connected, as the namespace's authorization hook established (nil if it has none); updated when the
     /// client refreshes its credentials.
-    package var user: (any SocketIOUser)? { state.withLock { $0.user } }
+    public var user: (any SocketIOUser)? { state.withLock { $0.user } }
 
     /// The Engine.IO session id of the connection.
-    package var sessionId: String { connection.session.id }
+    public var sessionId: String { connection.session.id }
 
-    package var isConnected: Bool { state.withLock { $0.connected } }
+    /// Whether the socket is still in its namespace: false once either side disconnected it or its connection closed.
+    public var isConnected: Bool { state.withLock { $0.connected } }
 
     /// The rooms this socket is in (its own id included).
-    package var rooms: Set<String> { state.withLock { $0.rooms } }
+    public var rooms: Set<String> { state.withLock { $0.rooms } }
 
     /// Joins `room`: emits to the room reach this socket from now on.
-    package func join(_ room: String) { join(room, new: false) }
+    public func join(_ room: String) { join(room, new: false) }
 
     /// Joins `room`; `new` when nothing can have been emitted to it yet (a new socket's own room), so its stream
     /// need not be looked up.
@@ -106,7 +109,7 @@ package final class SocketIOSocket: Sendable {
     }
 
     /// Leaves `room`.
-    package func leave(_ room: String) {
+    public func leave(_ room: String) {
         let removed = state.withLock { state -> Bool in
             guard state.rooms.remove(room) != nil else { return false }
             state.positions.removeValue(forKey: room)
@@ -312,14 +315,14 @@ package final class SocketIOSocket: Sendable {
     var isLeaving: Bool { state.withLock { $0.leaving } }
 
     /// Emits `event` with `arguments` to this socket.
-    package func emit(_ event: String, _ arguments: SocketIOArguments = SocketIOArguments()) {
+    public func emit(_ event: String, _ arguments: SocketIOArguments = SocketIOArguments()) {
         let packets = SocketIOConnection.eventPackets(
             namespace: namespace.name, event: event, arguments: arguments, ackId: nil)
         connection.send(packets)
     }
 
     /// Emits `event` with one payload encoded with ``SocketIOConfiguration/coding``.
-    package func emit(_ event: String, _ payload: some Encodable) {
+    public func emit(_ event: String, _ payload: some Encodable) {
         do {
             emit(event, try namespace.arguments(encoding: payload))
         } catch {
@@ -328,8 +331,9 @@ package final class SocketIOSocket: Sendable {
     }
 
     /// Emits `event` and waits for the client's acknowledgement.
-    /// - Throws: ``SocketIOAckTimeout`` after `timeout`, or `CancellationError`.
-    package func emitWithAck(_ event: String, _ arguments: SocketIOArguments, timeout: Duration) async throws
+    /// - Throws: ``SocketIOAckTimeout`` after `timeout` (at once if the socket is already gone),
+    ///   ``SocketIODisconnected`` if it disconnects while waiting, or `CancellationError`.
+    public func emitWithAck(_ event: String, _ arguments: SocketIOArguments, timeout: Duration) async throws
         -> SocketIOArguments
     {
         let id = state.withLock { state in
@@ -392,7 +396,7 @@ package final class SocketIOSocket: Sendable {
     }
 
     /// New credentials (a refreshed token): the user and the deadline they carry.
-    package func refresh(_ credentials: SocketIOCredentials) {
+    public func refresh(_ credentials: SocketIOCredentials) {
         state.withLock { $0.user = credentials.user }
         if let expiresAt = credentials.expiresAt {
             expire(at: expiresAt)
@@ -422,7 +426,7 @@ package final class SocketIOSocket: Sendable {
     }
 
     /// Disconnects the socket from its namespace (the client gets DISCONNECT; the connection stays).
-    package func disconnect() {
+    public func disconnect() {
         connection.send([EnginePacket(.message, SocketIOPacket(type: .disconnect, namespace: namespace.name).encoded)])
         connection.detach(self, reason: .serverNamespaceDisconnect)
     }
@@ -481,10 +485,11 @@ package final class SocketIOSocket: Sendable {
 }
 
 /// The client did not acknowledge in time.
-package struct SocketIOAckTimeout: Error, CustomStringConvertible {
-    package var event: String
-    package var description: String { "no acknowledgement for \(event) in time" }
+public struct SocketIOAckTimeout: Error, CustomStringConvertible {
+    /// The name of the event that was not acknowledged.
+    public var event: String
+    public var description: String { "no acknowledgement for \(event) in time" }
 }
 
 /// The socket disconnected while an acknowledgement was awaited.
-package struct SocketIODisconnected: Error {}
+public struct SocketIODisconnected: Error {}

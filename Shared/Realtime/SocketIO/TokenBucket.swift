@@ -1,12 +1,16 @@
 /// A token-bucket rate limit: `burst` events at once, refilled at `eventsPerSecond`. A value type; callers keep
 /// it behind their own lock.
-package struct TokenBucket: Sendable {
-    package let eventsPerSecond: Double
-    package let burst: Double
+public struct TokenBucket: Sendable {
+    /// How many tokens a second refill the bucket.
+    public let eventsPerSecond: Double
+    /// The bucket's size: the most tokens it holds, and so the most events taken at once after a quiet spell.
+    public let burst: Double
     private var tokens: Double
     private var refilledAt: ContinuousClock.Instant
 
-    package init(eventsPerSecond: Double, burst: Int, now: ContinuousClock.Instant = .now) {
+    /// A full bucket of `burst` tokens refilled at `eventsPerSecond`; refilling counts from `now` (tests pass a
+    /// fixed instant).
+    public init(eventsPerSecond: Double, burst: Int, now: ContinuousClock.Instant = .now) {
         self.eventsPerSecond = eventsPerSecond
         self.burst = Double(burst)
         self.tokens = Double(burst)
@@ -14,7 +18,7 @@ package struct TokenBucket: Sendable {
     }
 
     /// Takes a token; false if none is left.
-    package mutating func take(now: ContinuousClock.Instant = .now) -> Bool {
+    public mutating func take(now: ContinuousClock.Instant = .now) -> Bool {
         let elapsed = now - refilledAt
         let seconds = elapsed / .seconds(1)
         tokens = min(burst, tokens + seconds * eventsPerSecond)

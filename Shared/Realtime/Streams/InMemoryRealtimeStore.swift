@@ -3,7 +3,7 @@ import Synchronization
 
 /// A ``RealtimeStore`` in the process's memory, for a server that runs alone (the conformance server, tests):
 /// streams, latest values and sessions live as long as the process, emits as long as the retention.
-package final class InMemoryRealtimeStore: RealtimeStore {
+public final class InMemoryRealtimeStore: RealtimeStore {
     private struct Stream {
         var epoch: String
         var top: Int64
@@ -25,7 +25,7 @@ package final class InMemoryRealtimeStore: RealtimeStore {
     /// - Parameters:
     ///   - retention: how long emits are held.
     ///   - now: the clock they are held by.
-    package init(
+    public init(
         retention: Duration = SocketIORecoverySettings().retention, now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.retention = retention
@@ -35,11 +35,13 @@ package final class InMemoryRealtimeStore: RealtimeStore {
     private static func key(_ namespace: String, _ room: String) -> String { namespace + "\u{1F}" + room }
 
     /// A new stream's epoch: eight random letters and digits.
-    package static func makeEpoch() -> String {
+    static func makeEpoch() -> String {
         String((0..<8).map { _ in "0123456789abcdefghijklmnopqrstuvwxyz".randomElement()! })
     }
 
-    package func append(_ emit: RoomEmit) async throws {
+    /// Appends `emit` to its room's stream (a room's first gets a new epoch) or sets the room's latest value of its
+    /// key, drops the stream's emits older than the retention, and hands the notice to every follower at once.
+    public func append(_ emit: RoomEmit) async throws {
         let at = now()
         let oldest = at - retention.seconds
         state.withLock { state in
@@ -64,7 +66,8 @@ package final class InMemoryRealtimeStore: RealtimeStore {
         }
     }
 
-    package func positions(namespace: String, rooms: [String]) async throws -> [String: StreamPosition] {
+    /// Each room's last position (``StreamPosition/start`` for a room nothing was appended to).
+    public func positions(namespace: String, rooms: [String]) async throws -> [String: StreamPosition] {
         state.withLock { state in
             Dictionary(
                 rooms.map { room in
@@ -74,13 +77,16 @@ package final class InMemoryRealtimeStore: RealtimeStore {
         }
     }
 
-    package func mark(_ id: String) async throws {
+    /// Hands the mark to every follower at once: changes are handed over as they are made, so none is pending.
+    public func mark(_ id: String) async throws {
         state.withLock { state in
             for follower in state.followers.values { follower([.mark(id)]) }
         }
     }
 
-    package func emits(namespace: String, room: String, after position: StreamPosition, byteLimit: Int) async throws
+    /// The emits after `position` still within the retention, up to `byteLimit` bytes (at least one); unavailable
+    /// when `position` is of another epoch or some emit after it is no longer held.
+    public func emits(namespace: String, room: String, after position: StreamPosition, byteLimit: Int) async throws
         -> StreamRead
     {
         let oldest = now() - retention.seconds
@@ -106,11 +112,14 @@ package final class InMemoryRealtimeStore: RealtimeStore {
         }
     }
 
-    package func latest(namespace: String, room: String) async throws -> [String: String] {
+    /// The room's latest values: each key's packet (empty when it has none).
+    public func latest(namespace: String, room: String) async throws -> [String: String] {
         state.withLock { $0.latest[Self.key(namespace, room)] ?? [:] }
     }
 
-    package func catchUp(namespace: String, after positions: [String: StreamPosition], byteLimit: Int) async throws
+    /// Each room's emits after its position, read in order of room name with `byteLimit` shared among them, with
+    /// the room's last position and latest values.
+    public func catchUp(namespace: String, after positions: [String: StreamPosition], byteLimit: Int) async throws
         -> [String: RoomCatchUp]
     {
         var budget = byteLimit
@@ -125,14 +134,16 @@ package final class InMemoryRealtimeStore: RealtimeStore {
         return caughtUp
     }
 
-    package func save(_ session: StoredSession) async throws {
+    /// Keeps `session`, unless the store holds a later generation of it.
+    public func save(_ session: StoredSession) async throws {
         state.withLock { state in
             if let held = state.sessions[session.pid], held.generation > session.generation { return }
             state.sessions[session.pid] = session
         }
     }
 
-    package func touch(pids: [String], owner: String, at now: Date) async throws {
+    /// Sets `changedAt` to `now` on each of `pids` that `owner` holds connected.
+    public func touch(pids: [String], owner: String, at now: Date) async throws {
         state.withLock { state in
             for pid in pids where state.sessions[pid]?.owner == owner && state.sessions[pid]?.state == .connected {
                 state.sessions[pid]?.changedAt = now
@@ -140,17 +151,21 @@ package final class InMemoryRealtimeStore: RealtimeStore {
         }
     }
 
-    package func end(pid: String, generation: Int) async throws {
+    /// Forgets session `pid` unless the one held has a later generation than `generation`.
+    public func end(pid: String, generation: Int) async throws {
         state.withLock { state in
             if let held = state.sessions[pid], held.generation <= generation { state.sessions.removeValue(forKey: pid) }
         }
     }
 
-    package func session(pid: String) async throws -> StoredSession? {
+    /// The session `pid`, or nil when the store does not hold it (never saved, or ended).
+    public func session(pid: String) async throws -> StoredSession? {
         state.withLock { $0.sessions[pid] }
     }
 
-    package func claim(_ session: StoredSession) async throws -> Bool {
+    /// Stores `session` if the store holds the generation before it, and tells every follower; false when it holds no
+    /// session `pid` or another claim of this generation came first.
+    public func claim(_ session: StoredSession) async throws -> Bool {
         state.withLock { state in
             guard let held = state.sessions[session.pid], held.generation == session.generation - 1 else {
                 return false
@@ -163,7 +178,9 @@ package final class InMemoryRealtimeStore: RealtimeStore {
         }
     }
 
-    package func follow(
+    /// Calls `ready`, then hands every notice to `receive` as its change is made, until the task is cancelled (then
+    /// throws `CancellationError`); following is never lost.
+    public func follow(
         ready: @escaping @Sendable () -> Void, _ receive: @escaping @Sendable ([RealtimeNotice]) -> Void
     ) async throws {
         let id = UUID()

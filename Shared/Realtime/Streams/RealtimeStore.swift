@@ -5,7 +5,7 @@ import Foundation
 /// follows the store's notices and delivers what concerns the rooms its own sockets are in.
 ///
 /// The platform keeps it in each service's Postgres schema; ``InMemoryRealtimeStore`` serves one process.
-package protocol RealtimeStore: Sendable {
+public protocol RealtimeStore: Sendable {
     /// Appends `emit` in a transaction of its own: to its room's stream, or as the room's latest value of its key.
     func append(_ emit: RoomEmit) async throws
 

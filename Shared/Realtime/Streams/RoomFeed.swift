@@ -6,20 +6,23 @@
 /// Every emit committed after the feed began opening is delivered: notices that arrive while it opens are kept, and
 /// the first of them may come from just before the store was asked. The server gives ``opened(at:)`` the store's
 /// answer only once every notice up to that answer has come (``RealtimeStore/mark(_:)``).
-package struct RoomFeed: Sendable {
+struct RoomFeed: Sendable {
     /// A notice of the room's stream: the emit's position, and the emit unless it came without its packet.
-    package struct Notice: Sendable, Equatable {
-        package var position: StreamPosition
-        package var emit: StreamEmit?
+    struct Notice: Sendable, Equatable {
+        /// The emit's place in the room's stream.
+        var position: StreamPosition
+        /// The emit, or nil when the notice came without its packet (too large); the feed then reads it from the store.
+        var emit: StreamEmit?
 
-        package init(position: StreamPosition, emit: StreamEmit?) {
+        /// A notice of the emit at `position`; `emit` is nil when the notice came without its packet.
+        init(position: StreamPosition, emit: StreamEmit?) {
             self.position = position
             self.emit = emit
         }
     }
 
     /// What the server does next, in order.
-    package enum Step: Sendable, Equatable {
+    enum Step: Sendable, Equatable {
         /// Ask the store where the stream stands (``opened(at:)`` takes the answer).
         case readPosition
         /// Read the stream after a position from the store (``filled(_:)`` takes the answer).
@@ -33,25 +36,28 @@ package struct RoomFeed: Sendable {
         case lost(StreamGap)
     }
 
-    package enum State: Sendable, Equatable {
+    /// Opening (waiting for the stream's position), live (delivering notices as they come), or filling (reading a gap
+    /// from the store while keeping notices).
+    enum State: Sendable, Equatable {
         case opening
         case live
         case filling
     }
 
-    package private(set) var state: State = .opening
+    /// Where the feed is: it delivers a notice at once only while live.
+    private(set) var state: State = .opening
     /// The position of the last emit delivered (once opened).
-    package private(set) var position: StreamPosition = .start
+    private(set) var position: StreamPosition = .start
     /// Notices kept while opening or filling, oldest first.
     private var kept: [Notice] = []
     /// Notices may have been missed (the store's following was lost): read again once the current read is done.
     private var stale = false
 
     /// A new feed: the server asks the store for the stream's position (``Step/readPosition``).
-    package init() {}
+    init() {}
 
     /// A notice for the room.
-    package mutating func received(_ notice: Notice) -> [Step] {
+    mutating func received(_ notice: Notice) -> [Step] {
         guard state == .live else {
             kept.append(notice)
             return []
@@ -60,7 +66,7 @@ package struct RoomFeed: Sendable {
     }
 
     /// The store's answer to ``Step/readPosition``: the stream stood at `top`.
-    package mutating func opened(at top: StreamPosition) -> [Step] {
+    mutating func opened(at top: StreamPosition) -> [Step] {
         guard state == .opening else { return [] }
         state = .live
         // Sockets that joined meanwhile start before the first kept notice, if it follows on from `top`; otherwise
@@ -79,7 +85,7 @@ package struct RoomFeed: Sendable {
     }
 
     /// The store's answer to ``Step/readEmits(after:)``.
-    package mutating func filled(_ read: StreamRead) -> [Step] {
+    mutating func filled(_ read: StreamRead) -> [Step] {
         guard state == .filling else { return [] }
         switch read {
         case .unavailable(let gap):
@@ -111,7 +117,7 @@ package struct RoomFeed: Sendable {
     /// Notices may have been missed (the store's following was lost and is back): a live feed whose stream moved
     /// past it (`top`, when the server knows it) reads what it missed; an opening or filling one reads again once it
     /// is live.
-    package mutating func resync(top: StreamPosition?) -> [Step] {
+    mutating func resync(top: StreamPosition?) -> [Step] {
         switch state {
         case .live:
             if let top, top == position { return [] }

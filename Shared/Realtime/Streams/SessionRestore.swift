@@ -1,25 +1,26 @@
 import Foundation
 
 /// How long and how much a server keeps for connection state recovery.
-package struct SocketIORecoverySettings: Sendable {
+public struct SocketIORecoverySettings: Sendable {
     /// How long after its connection dropped a client may still recover (Socket.IO's `maxDisconnectionDuration`).
-    package var window: Duration = .seconds(120)
+    public var window: Duration = .seconds(120)
     /// The most bytes of missed emits a restore sends; a client that missed more connects afresh (more would
     /// overflow its outbound queue, ``EngineConfiguration/outboundBacklogLimit``, and close it again).
-    package var replayLimit = 768 << 10
+    public var replayLimit = 768 << 10
     /// How often a server tells the store it still holds its connected sessions: a connected session not heard of
     /// for longer than this and the window belongs to a server that stopped.
-    package var sessionRefresh: Duration = .seconds(60)
+    public var sessionRefresh: Duration = .seconds(60)
 
-    package init() {}
+    /// The defaults: a 120-second window, a 768 KiB replay limit and a session refresh every 60 seconds.
+    public init() {}
 
     /// How long the store keeps emits and ended sessions: the window, the refresh, and a minute for a packet that
     /// was in flight when a connection dropped.
-    package var retention: Duration { window + sessionRefresh + .seconds(60) }
+    public var retention: Duration { window + sessionRefresh + .seconds(60) }
 }
 
 /// Why a session was not restored (the client then connects afresh and reloads).
-package enum RecoveryRefusal: String, Error, Sendable {
+enum RecoveryRefusal: String, Error, Sendable {
     /// No such session in this namespace (never seen, ended, or forgotten).
     case unknownSession = "unknown session"
     case anotherUser = "another user"
@@ -46,9 +47,9 @@ package enum RecoveryRefusal: String, Error, Sendable {
 
 /// The decisions of a restore, pure: whether a stored session may be restored for a client, and from where in
 /// each room the client missed emits.
-package enum SessionRestore {
+enum SessionRestore {
     /// Whether `session` may be restored in `namespace` for `userId` at `now`.
-    package static func check(
+    static func check(
         _ session: StoredSession, namespace: String, userId: String?, now: Date, settings: SocketIORecoverySettings
     ) -> RecoveryRefusal? {
         guard session.namespace == namespace else { return .unknownSession }
@@ -66,14 +67,14 @@ package enum SessionRestore {
     /// Whether a feed at `feed` delivered past a read of its stream that stopped at `top` (or into a stream the read
     /// did not see yet: one begun since): a socket put in the room at the feed's position would miss what lies
     /// between, so the restore reads on.
-    package static func isPast(_ feed: StreamPosition, read top: StreamPosition) -> Bool {
+    static func isPast(_ feed: StreamPosition, read top: StreamPosition) -> Bool {
         feed.epoch == top.epoch ? feed.offset > top.offset : feed.offset > 0
     }
 
     /// The position in each of `rooms` (rooms of `session`) the client has: what its offset says, or where the
     /// socket joined a room the offset does not name (joined after the last emit the client received, or a room
     /// nothing was emitted to since).
-    package static func clientPositions(
+    static func clientPositions(
         session: StoredSession, rooms: Set<String>, offsets: StreamOffsets?
     ) -> Result<[String: StreamPosition], RecoveryRefusal> {
         var hashes: [UInt32: String] = [:]

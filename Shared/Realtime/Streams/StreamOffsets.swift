@@ -3,34 +3,36 @@
 /// when it reconnects, so each recoverable emit carries this socket's offsets as its last argument, written
 /// `<room hash>:<epoch>:<offset>` per room, `~` between rooms (rooms by a 32-bit hash of their name, to keep it
 /// short; a restore maps them back through the session's rooms).
-package struct StreamOffsets: Sendable, Equatable {
+struct StreamOffsets: Sendable, Equatable {
     /// Each room's position, by the room's hash.
-    package private(set) var positions: [UInt32: StreamPosition] = [:]
+    private(set) var positions: [UInt32: StreamPosition] = [:]
 
     /// The most rooms an offset names, and its longest text: anything larger is not an offset of this server.
     static let maximumRooms = 64
     static let maximumLength = 2048
 
-    package init() {}
+    /// An offset that names no room (a socket that has received no recoverable emit yet).
+    init() {}
 
     /// The room's hash: FNV-1a over its UTF-8.
-    package static func hash(_ room: String) -> UInt32 {
+    static func hash(_ room: String) -> UInt32 {
         room.utf8.reduce(UInt32(0x811c_9dc5)) { ($0 ^ UInt32($1)) &* 0x0100_0193 }
     }
 
     /// The position of `room`, if this offset names it.
-    package func position(of room: String) -> StreamPosition? { positions[Self.hash(room)] }
+    func position(of room: String) -> StreamPosition? { positions[Self.hash(room)] }
 
     /// Sets the position of `room` (a room with no stream yet is left out).
-    package mutating func set(_ position: StreamPosition, of room: String) {
+    mutating func set(_ position: StreamPosition, of room: String) {
         guard position.epoch != nil else { return }
         positions[Self.hash(room)] = position
     }
 
-    package mutating func remove(_ room: String) { positions.removeValue(forKey: Self.hash(room)) }
+    /// Drops `room`'s position (the socket left the room).
+    mutating func remove(_ room: String) { positions.removeValue(forKey: Self.hash(room)) }
 
     /// The text sent to the client.
-    package var encoded: String {
+    var encoded: String {
         var text = ""
         for (hash, position) in positions.sorted(by: { $0.key < $1.key }) {
             if !text.isEmpty { text += "~" }
@@ -40,7 +42,7 @@ package struct StreamOffsets: Sendable, Equatable {
     }
 
     /// Reads an offset a client sent back; nil for anything this server did not write.
-    package init?(parsing text: String) {
+    init?(parsing text: String) {
         guard text.utf8.count <= Self.maximumLength else { return nil }
         guard !text.isEmpty else { return }
         let entries = text.split(separator: "~", omittingEmptySubsequences: false)

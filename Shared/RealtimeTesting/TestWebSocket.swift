@@ -3,8 +3,9 @@ import Logging
 import NIOCore
 
 /// A raw WebSocket client for protocol tests: frames in arrive in a queue, frames out are sent in order.
-package final class TestWebSocket: Sendable {
-    package enum Frame: Sendable, Equatable {
+public final class TestWebSocket: Sendable {
+    /// A frame from the server, or the end of the connection.
+    public enum Frame: Sendable, Equatable {
         case text(String)
         case binary([UInt8])
         /// The connection closed (or was refused).
@@ -25,17 +26,20 @@ package final class TestWebSocket: Sendable {
         self.commands = commands
     }
 
-    package func send(_ text: String) { commands.yield(.text(text)) }
-    package func send(binary bytes: [UInt8]) { commands.yield(.binary(bytes)) }
-    package func close() { commands.yield(.close) }
+    /// Sends a text frame.
+    public func send(_ text: String) { commands.yield(.text(text)) }
+    /// Sends a binary frame.
+    public func send(binary bytes: [UInt8]) { commands.yield(.binary(bytes)) }
+    /// Closes the connection (a close frame with 1000).
+    public func close() { commands.yield(.close) }
 
     /// The next frame, `.closed` once the connection is gone.
-    package func next(timeout: Duration = .seconds(3)) async throws -> Frame {
+    public func next(timeout: Duration = .seconds(3)) async throws -> Frame {
         try await frames.next(timeout: timeout) ?? .closed
     }
 
     /// The next frame that is not an Engine.IO ping (`2`).
-    package func nextSkippingPings(timeout: Duration = .seconds(3)) async throws -> Frame {
+    public func nextSkippingPings(timeout: Duration = .seconds(3)) async throws -> Frame {
         while true {
             let frame = try await next(timeout: timeout)
             if frame != .text("2") { return frame }
@@ -43,7 +47,7 @@ package final class TestWebSocket: Sendable {
     }
 
     /// Waits until the server closes the connection, ignoring frames before that.
-    package func expectClose(timeout: Duration = .seconds(3)) async throws {
+    public func expectClose(timeout: Duration = .seconds(3)) async throws {
         while try await next(timeout: timeout) != .closed {}
     }
 }
@@ -51,7 +55,7 @@ package final class TestWebSocket: Sendable {
 /// Opens a WebSocket to `url` for the duration of `body`.
 /// - Parameter answerPings: answer Engine.IO pings (`2`) with pongs (`3`) and do not queue them, so a slow
 ///   (loaded) test never loses its session to the heartbeat.
-package func withTestWebSocket<Result: Sendable>(
+public func withTestWebSocket<Result: Sendable>(
     _ url: String, answerPings: Bool = false, _ body: @Sendable (TestWebSocket) async throws -> Result
 ) async throws -> Result {
     let frames = AsyncQueue<TestWebSocket.Frame>()
@@ -101,7 +105,7 @@ package func withTestWebSocket<Result: Sendable>(
 
 extension TestWebSocket.Frame {
     /// The text of a text frame, or nil.
-    package var textContent: String? {
+    public var textContent: String? {
         if case .text(let text) = self { return text }
         return nil
     }

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// A queue one task reads with a timeout while others push: how tests collect frames and events.
-package final class AsyncQueue<Element: Sendable>: Sendable {
+public final class AsyncQueue<Element: Sendable>: Sendable {
     private struct State {
         var items: [Element] = []
         var waiter: CheckedContinuation<Element?, Never>?
@@ -10,9 +10,11 @@ package final class AsyncQueue<Element: Sendable>: Sendable {
 
     private let state = Mutex(State())
 
-    package init() {}
+    /// An empty queue.
+    public init() {}
 
-    package func push(_ item: Element) {
+    /// Hands `item` to the waiting reader, or queues it; dropped once the queue finished.
+    public func push(_ item: Element) {
         let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
             guard !state.finished else { return nil }
             if let waiter = state.waiter {
@@ -26,7 +28,7 @@ package final class AsyncQueue<Element: Sendable>: Sendable {
     }
 
     /// No more items will come; a waiting or later ``next(timeout:)`` gets nil once the queue is empty.
-    package func finish() {
+    public func finish() {
         let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
             state.finished = true
             defer { state.waiter = nil }
@@ -37,7 +39,7 @@ package final class AsyncQueue<Element: Sendable>: Sendable {
 
     /// The next item, nil if the queue finished.
     /// - Throws: ``TimedOut`` if nothing came within `timeout`.
-    package func next(timeout: Duration = .seconds(5)) async throws -> Element? {
+    public func next(timeout: Duration = .seconds(5)) async throws -> Element? {
         let outcome: Element?? = await withTaskGroup(of: Element??.self) { group in
             group.addTask {
                 await withCheckedContinuation { continuation in
