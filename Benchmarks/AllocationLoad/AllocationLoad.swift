@@ -129,7 +129,8 @@ struct AllocationLoad: AsyncParsableCommand {
                     orderId: orderId, customerId: "load-customer", vendor: vendor, deliveryArea: "Koramangala",
                     deliveryLocation: GeoPoint(lat: target.lat - 0.02, lng: target.lng), totalAmount: 250
                 )
-                let value = try ContractCoding.encode(EventEnvelope(aggregateId: orderId, payload: ready))
+                let value = try ContractCoding.encode(
+                    EventEnvelope(aggregateId: orderId, occurredAt: Date(), payload: ready))
                 sent[orderId] = .now
                 try await producer.send(topic: Topic.ordersEvents.rawValue, key: orderId, value: value)
                 deadline = deadline.advanced(by: .nanoseconds(1_000_000_000 / rate))

@@ -51,6 +51,7 @@ struct ChatLoad: AsyncParsableCommand {
             let address = Address(line1: "4 Lake View", area: "Koramangala", lat: 12.93, lng: 77.62)
             let created = EventEnvelope(
                 aggregateId: order,
+                occurredAt: Date(),
                 payload: OrderCreated(
                     orderId: order, customerId: customer, vendor: VendorRef(id: "v", name: "Bench", address: address),
                     deliveryAddress: address,
@@ -59,6 +60,7 @@ struct ChatLoad: AsyncParsableCommand {
             )
             let assigned = EventEnvelope(
                 aggregateId: order,
+                occurredAt: Date(),
                 payload: RiderAssigned(
                     orderId: order, customerId: customer, vendorId: "v", offerId: nil,
                     rider: PersonRef(id: rider, name: "Rider \(index)"))

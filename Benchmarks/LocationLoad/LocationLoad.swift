@@ -60,10 +60,11 @@ struct LocationLoad: AsyncParsableCommand {
             )
             try await producer.send(
                 topic: Topic.ordersEvents.rawValue, key: job,
-                value: try ContractCoding.encode(EventEnvelope(aggregateId: job, payload: created)))
+                value: try ContractCoding.encode(EventEnvelope(aggregateId: job, occurredAt: Date(), payload: created)))
             try await producer.send(
                 topic: Topic.ordersEvents.rawValue, key: job,
-                value: try ContractCoding.encode(EventEnvelope(aggregateId: job, payload: pickedUp)))
+                value: try ContractCoding.encode(EventEnvelope(aggregateId: job, occurredAt: Date(), payload: pickedUp))
+            )
         }
         await producer.close()
         print("published \(jobs) picked-up deliveries; connecting \(jobs) watchers…")

@@ -94,7 +94,8 @@ struct NotificationLoad: AsyncParsableCommand {
                 data: [:], priority: .high)
             try await producer.send(
                 topic: Topic.notificationsRequests.rawValue, key: userIds[0],
-                value: try ContractCoding.encode(EventEnvelope(aggregateId: userIds[0], payload: warmUp)))
+                value: try ContractCoding.encode(
+                    EventEnvelope(aggregateId: userIds[0], occurredAt: Date(), payload: warmUp)))
             for _ in 0..<300 where received.value == 0 { try await Task.sleep(for: .milliseconds(100)) }
             guard received.value == 1 else {
                 throw ValidationError("the warm-up push did not reach the provider in 30 s")
@@ -113,7 +114,8 @@ struct NotificationLoad: AsyncParsableCommand {
                         data: ["seq": id], priority: .high,
                         ttlSeconds: 60
                     )
-                    let value = try ContractCoding.encode(EventEnvelope(aggregateId: userId, payload: push))
+                    let value = try ContractCoding.encode(
+                        EventEnvelope(aggregateId: userId, occurredAt: Date(), payload: push))
                     try await Task.sleep(
                         until: started.advanced(by: .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))),
                         clock: clock)

@@ -81,6 +81,7 @@ struct OrderPickupLoad: AsyncParsableCommand {
                     _ = try await post("/v1/orders/\(orderId)/ready", vendor)
                     let offer = EventEnvelope(
                         aggregateId: orderId,
+                        occurredAt: Date(),
                         payload: OfferAccepted(
                             offerId: UUID().uuidString, orderId: orderId,
                             rider: PersonRef(id: riderId, name: "Bench Rider"))

@@ -64,10 +64,12 @@ struct RecoveryLoad: AsyncParsableCommand {
                 rider: PersonRef(id: "rr-\(run)-\(index)", name: "Rider \(index)"))
             _ = try await producer.send(
                 topic: Topic.ordersEvents.rawValue, key: order,
-                value: try ContractCoding.encode(EventEnvelope(aggregateId: order, payload: created)))
+                value: try ContractCoding.encode(
+                    EventEnvelope(aggregateId: order, occurredAt: Date(), payload: created)))
             _ = try await producer.send(
                 topic: Topic.ordersEvents.rawValue, key: order,
-                value: try ContractCoding.encode(EventEnvelope(aggregateId: order, payload: assigned)))
+                value: try ContractCoding.encode(
+                    EventEnvelope(aggregateId: order, occurredAt: Date(), payload: assigned)))
         }
         // Riders online across the city, through both allocation instances.
         let riderPositions = (0..<riders).map { index in
@@ -168,7 +170,8 @@ struct RecoveryLoad: AsyncParsableCommand {
                     batch.append(
                         KafkaOutgoingMessage(
                             topic: Topic.ordersEvents.rawValue, key: orderId,
-                            value: try ContractCoding.encode(EventEnvelope(aggregateId: orderId, payload: ready))))
+                            value: try ContractCoding.encode(
+                                EventEnvelope(aggregateId: orderId, occurredAt: Date(), payload: ready))))
                     ordersPublished += 1
                 }
                 if !batch.isEmpty {

@@ -26,7 +26,8 @@ package struct EventEnvelope<Payload: EventPayload>: Codable, Sendable, Equatabl
     package var schemaVersion: Int
     package var payload: Payload
 
-    package init(eventId: UUID = UUID(), aggregateId: String, occurredAt: Date = Date(), payload: Payload) {
+    /// An envelope stamped `occurredAt`: a service passes its injected clock's time, never the machine's directly.
+    package init(eventId: UUID = UUID(), aggregateId: String, occurredAt: Date, payload: Payload) {
         self.eventId = eventId
         self.type = Payload.eventType
         self.aggregateId = aggregateId

@@ -38,7 +38,7 @@ struct AllocationDeadlineTests {
         try await withTestDatabase(schema: schema, migrations: migrations) { database in
             let clock = ManualClock()
             let workflow = AllocationWorkflow(
-                settings: settings, outbox: Outbox(schema: schema), now: clock.now,
+                settings: settings, outbox: Outbox(schema: schema, now: clock.now), now: clock.now,
                 logger: TestInfrastructure.logger("allocation-deadlines"))
             try await body(database, workflow, clock)
         }

@@ -10,7 +10,8 @@ import Testing
 @Suite("Allocation: operators re-assign and release orders")
 struct AllocationOperatorTests {
     static func event(_ payload: some EventPayload, orderId: String) throws -> DecodedEvent {
-        try EventCatalog.decode(ContractCoding.encode(EventEnvelope(aggregateId: orderId, payload: payload)))
+        try EventCatalog.decode(
+            ContractCoding.encode(EventEnvelope(aggregateId: orderId, occurredAt: Date(), payload: payload)))
     }
 
     /// Riders `ids` Online at 1, 2, 3... km north of a spot, and an order ready there, offered to the nearest.

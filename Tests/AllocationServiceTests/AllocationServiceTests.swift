@@ -298,7 +298,7 @@ struct AllocationServiceTests {
                 headingDegrees: nil, speedMps: 4,
                 recordedAt: Date().addingTimeInterval(-age)
             )
-            let envelope = EventEnvelope(aggregateId: riderId, payload: position)
+            let envelope = EventEnvelope(aggregateId: riderId, occurredAt: Date(), payload: position)
             try await producer.send(
                 topic: Topic.couriersPositions.rawValue, key: riderId, value: try ContractCoding.encode(envelope))
         }
@@ -442,7 +442,8 @@ struct AllocationRestartTests {
             )
             try await producer.send(
                 topic: Topic.ordersEvents.rawValue, key: orderId,
-                value: try ContractCoding.encode(EventEnvelope(aggregateId: orderId, payload: ready))
+                value: try ContractCoding.encode(
+                    EventEnvelope(aggregateId: orderId, occurredAt: Date(), payload: ready))
             )
             await producer.close()
             var offer: OfferView?

@@ -10,7 +10,8 @@ import Testing
 @Suite("Closed chats are kept CHAT_CLOSED_RETENTION_DAYS, on a manual clock")
 struct ChatRetentionTests {
     static func event(_ payload: some EventPayload, of orderId: String) throws -> DecodedEvent {
-        try EventCatalog.decode(ContractCoding.encode(EventEnvelope(aggregateId: orderId, payload: payload)))
+        try EventCatalog.decode(
+            ContractCoding.encode(EventEnvelope(aggregateId: orderId, occurredAt: Date(), payload: payload)))
     }
 
     @Test("a closed chat's messages are deleted once the retention passed, not a second before; open chats never")
@@ -25,7 +26,7 @@ struct ChatRetentionTests {
                 database: database, retention: .seconds(240), now: clock.now, logger: logger)
             let namespace = SocketIOServer(store: realtime, logger: logger).namespace("/chat")
             let workflow = ChatWorkflow(
-                database: database, store: ChatStore(logger: logger), outbox: Outbox(schema: schema),
+                database: database, store: ChatStore(logger: logger), outbox: Outbox(schema: schema, now: clock.now),
                 emits: RealtimeEmitter(namespace: namespace, store: realtime), settings: settings, now: clock.now,
                 logger: logger)
             let customer = Identity(userId: uniqueName("customer"), role: .customer, name: "Asha")

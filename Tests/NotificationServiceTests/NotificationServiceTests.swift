@@ -101,7 +101,7 @@ struct NotificationHarness: Sendable {
     }
 
     func push(_ request: PushRequested) async throws {
-        let envelope = EventEnvelope(aggregateId: request.userId, payload: request)
+        let envelope = EventEnvelope(aggregateId: request.userId, occurredAt: Date(), payload: request)
         try await producer.send(
             topic: Topic.notificationsRequests.rawValue, key: request.userId, value: try ContractCoding.encode(envelope)
         )

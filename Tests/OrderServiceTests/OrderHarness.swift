@@ -43,7 +43,8 @@ final class OrderHarness: Sendable {
     func publish<Payload: EventPayload>(_ payload: Payload, aggregateId: String) async throws {
         try await producer.send(
             topic: Payload.topic.rawValue, key: aggregateId,
-            value: try ContractCoding.encode(EventEnvelope(aggregateId: aggregateId, payload: payload)))
+            value: try ContractCoding.encode(
+                EventEnvelope(aggregateId: aggregateId, occurredAt: Date(), payload: payload)))
     }
 
     /// Location's report that tracking of delivery `order` started.
@@ -142,6 +143,7 @@ final class OrderHarness: Sendable {
     func acceptOffer(orderId: String, riderId: String, riderName: String = "Ravi") async throws {
         let envelope = EventEnvelope(
             aggregateId: orderId,
+            occurredAt: Date(),
             payload: OfferAccepted(
                 offerId: UUID().uuidString, orderId: orderId, rider: PersonRef(id: riderId, name: riderName))
         )

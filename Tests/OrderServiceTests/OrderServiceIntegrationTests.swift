@@ -63,6 +63,7 @@ struct OrderServiceIntegrationTests {
             value: try ContractCoding.encode(
                 EventEnvelope(
                     aggregateId: order.customerId,
+                    occurredAt: Date(),
                     payload: PushSent(
                         notificationId: push.notificationId, userId: order.customerId, kind: push.kind,
                         correlationId: order.id,

@@ -53,7 +53,8 @@ struct OutboxInboxTests {
 
     static func accepted(_ orderId: String, sequence: Int) -> EventEnvelope<OrderAccepted> {
         EventEnvelope(
-            aggregateId: orderId, payload: OrderAccepted(orderId: orderId, customerId: "seq-\(sequence)", vendorId: "v")
+            aggregateId: orderId, occurredAt: Date(),
+            payload: OrderAccepted(orderId: orderId, customerId: "seq-\(sequence)", vendorId: "v")
         )
     }
 
@@ -63,7 +64,7 @@ struct OutboxInboxTests {
         let rolledBack = uniqueName("rolled")
         let committed = uniqueName("committed")
         try await withTestDatabase { database in
-            let outbox = Outbox(schema: database.schema)
+            let outbox = Outbox(schema: database.schema, now: .system)
             let producer = try KafkaProducer(
                 configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
             let relay = OutboxRelay(
@@ -142,7 +143,7 @@ struct OutboxInboxTests {
             #expect(try await client.get("/health").status == 200)
 
             try await withTestDatabase(schema: schema, migrations: []) { database in
-                let outbox = Outbox(schema: schema)
+                let outbox = Outbox(schema: schema, now: .system)
                 for sequence in 0..<4 {
                     for aggregate in aggregates {
                         try await database.transaction { connection in
@@ -183,9 +184,10 @@ struct OutboxInboxTests {
     @Test("an event too large to publish is refused before it is written, with 413 EVENT_TOO_LARGE at the edge")
     func oversizedEventRefused() async throws {
         try await withTestDatabase { database in
-            let outbox = Outbox(schema: database.schema)
+            let outbox = Outbox(schema: database.schema, now: .system)
             let huge = EventEnvelope(
                 aggregateId: "order-huge",
+                occurredAt: Date(),
                 payload: OrderAccepted(
                     orderId: "order-huge", customerId: String(repeating: "x", count: Outbox.maximumEventBytes),
                     vendorId: "v")
@@ -226,7 +228,7 @@ struct OutboxInboxTests {
         try await withRunningService(app) { client in
             try await eventually("ready") { try await client.get("/ready").status == 200 }
             try await withTestDatabase(schema: schema, migrations: []) { database in
-                let outbox = Outbox(schema: schema)
+                let outbox = Outbox(schema: schema, now: .system)
                 // Written before the size was checked at enqueue (or by hand): the broker would refuse it.
                 let oversized = String(repeating: "x", count: Outbox.maximumEventBytes + 1)
                 try await database.client.query(

@@ -32,35 +32,25 @@ package enum AllocationService: ServiceDefinition {
         let notifier = RiderNotifier(
             namespace: riders, emits: realtime.emitter(for: riders), database: platform.database, workflow: workflow,
             instanceId: realtime.instanceId, now: platform.now, logger: platform.logger)
-        riders.onConnect { socket in
-            await notifier.connected(socket)
-            // A recovered socket got its missed emits, the offer among them.
-            if !socket.recovered { await notifier.resendPendingOffer(to: socket) }
-        }
-        riders.forgetPresenceOnDisconnect(workflow.presence, database: platform.database, logger: platform.logger)
-        riders.reportAppState(to: workflow.presence, database: platform.database)
+        AllocationSocketHandlers(
+            notifier: notifier, presence: workflow.presence, database: platform.database, logger: platform.logger
+        ).register(on: riders)
         platform.keepFresh(workflow.presence, of: riders, instanceId: realtime.instanceId)
-        riders.on("received", OfferReceipt.self) { socket, receipt in
-            try await notifier.received(receipt, from: socket)
-        }
         let database = platform.database
 
-        // The riders are told in the same transaction (their emits commit with the change).
-        platform.addConsumer(name: "allocation-orders", topics: [.ordersEvents]) {
-            (event: DecodedEvent, connection: PostgresConnection) async throws in
-            try await notifier.tell(try await workflow.apply(orderEvent: event, on: connection), on: connection)
+        let orders = OrderAllocationConsumer(workflow: workflow, notifier: notifier)
+        platform.addConsumer(name: "allocation-orders", topics: [.ordersEvents]) { event, connection in
+            try await orders.handle(event, on: connection)
         }
-        // Push outcomes of offers still pending. A new group reads the topic from its start, as every group does,
-        // so no outcome published while it joins is lost; old outcomes match no pending offer.
-        platform.addConsumer(name: "allocation-pushes", topics: [.notificationsEvents]) {
-            (event: DecodedEvent, connection: PostgresConnection) async throws in
-            try await notifier.tell(try await workflow.pushOutcome(event, on: connection), on: connection)
+        // A new group reads the topic from its start, as every group does, so no outcome published while it joins
+        // is lost; old outcomes match no pending offer.
+        let pushes = OfferPushConsumer(workflow: workflow, notifier: notifier)
+        platform.addConsumer(name: "allocation-pushes", topics: [.notificationsEvents]) { event, connection in
+            try await pushes.handle(event, on: connection)
         }
-        platform.addConsumer(name: "allocation-positions", topics: [.couriersPositions]) {
-            (event: DecodedEvent, connection: PostgresConnection) async throws in
-            if let position = event.payload(as: PositionUpdated.self) {
-                try await workflow.moved(position, on: connection)
-            }
+        let positions = RiderPositionConsumer(workflow: workflow)
+        platform.addConsumer(name: "allocation-positions", topics: [.couriersPositions]) { event, connection in
+            try await positions.handle(event, on: connection)
         }
         // Fires offer deadlines, skips unreachable riders and retries orders nobody took; the deadlines are rows,
         // so they fire after a restart too.

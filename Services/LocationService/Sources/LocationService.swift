@@ -38,26 +38,15 @@ package enum LocationService: ServiceDefinition {
             emits: realtime.emitter(for: tracking), eta: eta, positions: positions, background: background,
             now: platform.now, logger: platform.logger
         )
-        tracking.on("track", JobRequest.self) { socket, request in try await hub.watch(socket, jobId: request.jobId) }
-        tracking.checkRecoveredRooms { user, _, rooms in await hub.recoveredRooms(user: user, rooms: rooms) }
-        tracking.on("untrack", JobRequest.self) { socket, request in
-            socket.leave(TrackingHub.room(request.jobId))
-            return Untracked(jobId: request.jobId)
-        }
-        tracking.on("position", CourierPosition.self) { socket, position in
-            guard let identity = socket.identity else { throw APIError.unauthorized("not signed in") }
-            return try await hub.receive(position, from: identity)
-        }
+        LocationSocketHandlers(hub: hub).register(on: tracking)
 
-        platform.addConsumerWithFollowUp(name: "location-jobs", topics: [.ordersEvents]) {
-            (event: DecodedEvent, connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
-            let changed = try await hub.announce(
-                try await workflow.apply(orderEvent: event, on: connection), on: connection)
-            if changed.isEmpty { return nil }
-            return { @Sendable in await hub.after(changed) }
+        let jobs = TrackingJobConsumer(workflow: workflow, hub: hub)
+        platform.addConsumerWithFollowUp(name: "location-jobs", topics: [.ordersEvents]) { event, connection in
+            try await jobs.handle(event, on: connection)
         }
+        let learned = CourierPositionConsumer(hub: hub)
         platform.addStreamConsumer(name: "location-positions", topics: [.couriersPositions]) { event in
-            if let update = event.payload(as: PositionUpdated.self) { hub.learn(update) }
+            learned.handle(event)
         }
         platform.addPeriodicJob(every: settings.tick, failure: "could not check tracked jobs") { try await hub.tick() }
 
@@ -79,8 +68,3 @@ package enum LocationService: ServiceDefinition {
         }
     }
 }
-
-/// `track` and `untrack`: the job to watch.
-struct JobRequest: Codable, Sendable { var jobId: String }
-
-struct Untracked: Codable, Sendable { var jobId: String }

@@ -36,14 +36,11 @@ package enum NotificationService: ServiceDefinition {
         let dispatcher = PushDispatcher(
             workflow: workflow, database: database, providers: providers, attempts: attempts, logger: platform.logger)
         // Requests already fetched are accepted together: one transaction for up to `acceptBatch` of them.
+        let requests = PushRequestConsumer(workflow: workflow, dispatcher: dispatcher)
         platform.addBatchConsumer(
             name: "notification-requests", topics: [.notificationsRequests], limit: settings.acceptBatch
-        ) { (events: [DecodedEvent], connection: PostgresConnection) async throws -> EventConsumer.FollowUp? in
-            let requests = events.compactMap { $0.payload(as: PushRequested.self) }
-            if requests.isEmpty { return nil }
-            let deliveries = try await workflow.accept(requests, on: connection)
-            if deliveries.isEmpty { return nil }
-            return { @Sendable in dispatcher.enqueue(deliveries) }
+        ) { events, connection in
+            try await requests.handle(events, on: connection)
         }
         // Retries whose time came, and deliveries whose instance went away mid-attempt.
         platform.addPeriodicJob(every: settings.tick, failure: "could not look for due pushes") {

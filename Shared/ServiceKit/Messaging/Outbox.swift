@@ -8,8 +8,14 @@ import PostgresNIO
 package struct Outbox: Sendable {
     /// The NOTIFY channel that wakes the relay, one per schema.
     package let channel: String
+    /// The clock that stamps the envelopes the outbox makes (``enqueue(_:aggregateId:key:on:logger:)``,
+    /// ``entry(_:aggregateId:key:)``): the platform's, so tests set the time of every event.
+    package let now: Now
 
-    package init(schema: String) { self.channel = "\(schema)_outbox" }
+    package init(schema: String, now: Now) {
+        self.channel = "\(schema)_outbox"
+        self.now = now
+    }
 
     /// The largest encoded event the outbox takes, in bytes: under librdkafka's default `message.max.bytes`
     /// (1,000,000) and Kafka's `max.message.bytes` (1,048,588), with room for the key and the record's overhead.
@@ -81,13 +87,19 @@ package struct Outbox: Sendable {
         try await connection.queryWhileOpen("SELECT pg_notify(\(channel), '')", logger: logger)
     }
 
-    /// Wraps `payload` in an envelope for `aggregateId` and adds it to the outbox.
+    /// Wraps `payload` in an envelope for `aggregateId`, stamped now, and adds it to the outbox.
     package func enqueue<Payload: EventPayload>(
         _ payload: Payload, aggregateId: String, key: String? = nil, on connection: PostgresConnection,
         logger: Logger
     ) async throws {
-        try await enqueue(
-            EventEnvelope(aggregateId: aggregateId, payload: payload), key: key, on: connection, logger: logger)
+        try await enqueue([try entry(payload, aggregateId: aggregateId, key: key)], on: connection, logger: logger)
+    }
+
+    /// `payload` in a new envelope for `aggregateId`, stamped now, encoded for ``enqueue(_:on:logger:)``.
+    package func entry<Payload: EventPayload>(_ payload: Payload, aggregateId: String, key: String? = nil) throws
+        -> OutboxEntry
+    {
+        try OutboxEntry(EventEnvelope(aggregateId: aggregateId, occurredAt: now(), payload: payload), key: key)
     }
 }
 
@@ -115,10 +127,5 @@ package struct OutboxEntry: Sendable {
         self.key = key ?? envelope.aggregateId
         self.type = envelope.type
         self.payload = payload
-    }
-
-    /// `payload` in a new envelope for `aggregateId`.
-    package init<Payload: EventPayload>(_ payload: Payload, aggregateId: String, key: String? = nil) throws {
-        try self.init(EventEnvelope(aggregateId: aggregateId, payload: payload), key: key)
     }
 }

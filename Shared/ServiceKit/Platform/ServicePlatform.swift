@@ -69,7 +69,7 @@ package struct ServicePlatform: Sendable {
         let verifier = try await AccessTokenVerifier.load(configuration.auth, logger: logger)
         let client = Database.makeClient(configuration.database, logger: logger)
         let database = Database(client: client, schema: configuration.database.schema, logger: logger)
-        let outbox = Outbox(schema: configuration.database.schema)
+        let outbox = Outbox(schema: configuration.database.schema, now: now)
 
         var platform = ServicePlatform(
             configuration: configuration, logger: logger, database: database, producer: producer, outbox: outbox,

@@ -124,7 +124,7 @@ package struct ChatWorkflow: Sendable {
                 sentAt: Date(timeIntervalSince1970: (sentAt.timeIntervalSince1970 * 1000).rounded() / 1000),
                 clientMessageId: clientMessageId)
             var events = [
-                try OutboxEntry(
+                try outbox.entry(
                     ChatMessageSent(
                         messageId: message.id, orderId: orderId, senderId: identity.userId, senderRole: identity.role,
                         senderName: senderName, text: text, clientMessageId: clientMessageId, sentAt: message.sentAt),
@@ -133,7 +133,7 @@ package struct ChatWorkflow: Sendable {
             if let recipient = room?.counterpart(of: identity.userId) {
                 if settings.pushPolicy == .always || !present.contains(recipient) {
                     events.append(
-                        try OutboxEntry(
+                        try outbox.entry(
                             ChatRules.push(for: message, orderId: orderId, recipient: recipient),
                             aggregateId: recipient))
                 }

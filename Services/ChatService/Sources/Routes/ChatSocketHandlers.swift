@@ -10,7 +10,7 @@ import ServiceKit
     import Glibc
 #endif
 
-/// The `/chat` namespace's events (through ``ChatWorkflow``), and taking a rider who lost a room out of it.
+/// The `/chat` namespace's events (through ``ChatWorkflow``): join, leave, send, recovery and presence.
 package struct ChatHandlers: Sendable {
     let workflow: ChatWorkflow
     let namespace: SocketIONamespace
@@ -20,6 +20,27 @@ package struct ChatHandlers: Sendable {
 
     package static func room(_ orderId: String) -> String { ChatRoom.socketRoom(orderId) }
     static let roomPrefix = ChatRoom.socketRoomPrefix
+
+    /// Registers the events, the recovered-rooms check, the connect handler and presence on `namespace`.
+    package func register(on namespace: SocketIONamespace) {
+        namespace.on("join", JoinRequest.self) { socket, request in
+            try await join(socket, request)
+        }
+        namespace.on("leave", JoinRequest.self) { socket, request in
+            try await leave(socket, request)
+        }
+        namespace.on("message", SendRequest.self) { socket, request in
+            try await send(socket, request)
+        }
+        namespace.checkRecoveredRooms { user, socketId, rooms in
+            await recoveredRooms(user: user, socketId: socketId, rooms: rooms)
+        }
+        namespace.onConnect { socket in
+            if socket.recovered { await recheckRooms(of: socket) }
+        }
+        namespace.forgetPresenceOnDisconnect(workflow.presence, database: workflow.database, logger: logger)
+        namespace.reportAppState(to: workflow.presence, database: workflow.database)
+    }
 
     // MARK: Socket events
 
@@ -129,26 +150,5 @@ package struct ChatHandlers: Sendable {
             quickReplyId: request.quickReplyId, fromSocket: socket.id)
         if settings.killAfterSend { kill(getpid(), SIGKILL) }
         return SendReply(id: message.id, sentAt: message.sentAt)
-    }
-
-    // MARK: Revocation
-
-    /// chat.access, on every instance: a rider who lost a room is taken out of it.
-    func handle(_ event: DecodedEvent) async throws {
-        guard let revoked = event.payload(as: ChatAccessRevoked.self) else { return }
-        try await revoke(revoked)
-    }
-
-    /// A rider who lost a room, on every instance: unless the room is theirs again, their sockets here leave it,
-    /// with the room's row locked so that no join of theirs is admitted meanwhile. (Their apps were told with
-    /// `access_revoked`, written with the change.)
-    func revoke(_ revoked: ChatAccessRevoked) async throws {
-        let room = Self.room(revoked.orderId)
-        try await workflow.withRoomLocked(revoked.orderId) { current in
-            guard !ChatRules.mayStay(in: current, userId: revoked.riderId, role: .rider) else { return }
-            for socket in namespace.sockets(in: room) where socket.identity?.userId == revoked.riderId {
-                socket.leave(room)
-            }
-        }
     }
 }

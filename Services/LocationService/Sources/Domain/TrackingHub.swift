@@ -152,7 +152,8 @@ package final class TrackingHub: Sendable {
             headingDegrees: position.headingDegrees, speedMps: position.speedMps, recordedAt: position.recordedAt
         )
         do {
-            let value = try ContractCoding.encode(EventEnvelope(aggregateId: courier.userId, payload: update))
+            let value = try ContractCoding.encode(
+                EventEnvelope(aggregateId: courier.userId, occurredAt: now(), payload: update))
             positions.publish(key: courier.userId, value: value)
         } catch {
             logger.warning(

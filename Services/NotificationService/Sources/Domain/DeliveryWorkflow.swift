@@ -136,7 +136,7 @@ package struct DeliveryWorkflow: Sendable {
             let sent = PushSent(
                 notificationId: id, userId: attempt.userId, kind: attempt.message.kind,
                 correlationId: attempt.correlationId, deviceCount: count, sentAt: now)
-            return (EventEnvelope(aggregateId: attempt.userId, payload: sent), nil)
+            return (EventEnvelope(aggregateId: attempt.userId, occurredAt: now, payload: sent), nil)
         }
         try await outbox.enqueue(events, on: connection, logger: logger)
     }

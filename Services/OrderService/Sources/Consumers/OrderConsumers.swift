@@ -81,7 +81,7 @@ package struct RiderAssignmentConsumer: Sendable {
         _ assignment: Refusal, status: RefusedOrderState, order: OrderView?, on connection: PostgresConnection
     ) async throws {
         let refusal = EventEnvelope(
-            aggregateId: assignment.orderId,
+            aggregateId: assignment.orderId, occurredAt: workflow.now(),
             payload: RiderAssignmentRefused(
                 orderId: assignment.orderId, offerId: assignment.offerId, riderId: assignment.riderId,
                 orderStatus: status)

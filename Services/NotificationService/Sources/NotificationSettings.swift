@@ -128,9 +128,3 @@ package struct NotificationSettings: Sendable {
         }
     }
 }
-
-/// A device's platform.
-package enum DevicePlatform: String, Codable, Sendable, CaseIterable {
-    case android
-    case ios
-}
