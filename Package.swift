@@ -126,6 +126,7 @@ let package = Package(
         .executableTarget(
             name: "realtime-load",
             dependencies: [
+                "LoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),

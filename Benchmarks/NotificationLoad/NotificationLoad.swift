@@ -101,40 +101,59 @@ struct NotificationLoad: AsyncParsableCommand {
                 throw ValidationError("the warm-up push did not reach the provider in 30 s")
             }
             firstAndLast.withLock { $0 = (nil, nil) }
-            // Requests are sent without waiting for each acknowledgement (up to 256 in flight), paced to RATE.
+            // Encoded before the clock starts, so the window measures the service, not the encoding.
+            let requests = try (0..<count).map { index -> KafkaOutgoingMessage in
+                let userId = userIds[index % userIds.count]
+                let id = "load-\(run)-\(index)"
+                let push = PushRequested(
+                    notificationId: id, userId: userId, kind: "load", title: "Load", body: "Push \(index)",
+                    data: ["seq": id], priority: .high, ttlSeconds: 60)
+                return KafkaOutgoingMessage(
+                    topic: Topic.notificationsRequests.rawValue, key: userId,
+                    value: try ContractCoding.encode(
+                        EventEnvelope(aggregateId: userId, occurredAt: Date(), payload: push)))
+            }
+            // Open loop, paced to RATE: every 2 ms the requests due by then go to the producer as one batch (up to
+            // 64 batches awaiting their acknowledgements). Each is timed from when it was due, not when it left,
+            // so a generator that falls behind shows as latency.
             let clock = ContinuousClock()
+            let cpu = MachineCPU.snapshot()
             let started = clock.now
             try await withThrowingTaskGroup(of: Void.self) { sends in
-                for index in 0..<count {
-                    if index >= 256 { try await sends.next() }
-                    let userId = userIds[index % userIds.count]
-                    let id = "load-\(run)-\(index)"
-                    let push = PushRequested(
-                        notificationId: id, userId: userId, kind: "load", title: "Load", body: "Push \(index)",
-                        data: ["seq": id], priority: .high,
-                        ttlSeconds: 60
-                    )
-                    let value = try ContractCoding.encode(
-                        EventEnvelope(aggregateId: userId, occurredAt: Date(), payload: push))
-                    try await Task.sleep(
-                        until: started.advanced(by: .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))),
-                        clock: clock)
-                    published[id] = .now
-                    sends.addTask {
-                        try await producer.send(topic: Topic.notificationsRequests.rawValue, key: userId, value: value)
+                var sent = 0
+                var inFlight = 0
+                while sent < count {
+                    let due = min(
+                        count, Int(LatencySamples.milliseconds(clock.now - started) * Double(rate) / 1000) + 1)
+                    if due > sent {
+                        for index in sent..<due {
+                            published["load-\(run)-\(index)"] = started.advanced(
+                                by: .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate)))
+                        }
+                        if inFlight >= 64 {
+                            try await sends.next()
+                            inFlight -= 1
+                        }
+                        let batch = Array(requests[sent..<due])
+                        sends.addTask { for result in try await producer.send(batch) { _ = try result.get() } }
+                        inFlight += 1
+                        sent = due
                     }
+                    try await Task.sleep(for: .milliseconds(2))
                 }
                 try await sends.waitForAll()
             }
             let sendingSeconds = LatencySamples.milliseconds(clock.now - started) / 1000
             print(String(format: "requested %d pushes in %.1f s", count, sendingSeconds))
             for _ in 0..<1200 where received.value < count + 1 { try await Task.sleep(for: .milliseconds(100)) }
+            let cpuReport = MachineCPU.report(since: cpu, over: clock.now - started)
             let (first, last) = firstAndLast.withLock { $0 }
             let seconds = max(0.001, (last ?? Date()).timeIntervalSince(first ?? Date()))
             print(
                 "provider calls \(received.value - 1) of \(count); \(String(format: "%.0f", Double(received.value - 1) / seconds)) pushes a second"
             )
             print("request published to provider call: \(latencies.summary())")
+            print("from the first request to the last provider call: \(cpuReport)")
             await producer.close()
             group.cancelAll()
         }

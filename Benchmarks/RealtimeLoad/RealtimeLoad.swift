@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HummingbirdWSClient
+import LoadKit
 import Logging
 import NIOCore
 import Synchronization
@@ -156,15 +157,7 @@ struct CPUCost {
 }
 
 /// User plus system CPU seconds of the process whose `stat` file is at `path`.
-func cpuSeconds(_ path: String) -> Double? {
-    guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-        let end = text.lastIndex(of: ")")
-    else { return nil }
-    // Fields after the command name: state is the 3rd field of the file, utime the 14th and stime the 15th.
-    let fields = text[text.index(after: end)...].split(separator: " ")
-    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-}
+func cpuSeconds(_ path: String) -> Double? { MachineCPU.usage(path)?.seconds }
 
 /// How many connections the kernel dropped for a full listen queue so far (`TcpExt ListenOverflows` in
 /// /proc/net/netstat, this network namespace's).

@@ -180,14 +180,17 @@ struct TrackingLogicTests {
     func circuitBreaker() async throws {
         struct Failure: Error {}
         let breaker = CircuitBreaker(failureThreshold: 2, openFor: .milliseconds(200))
+        let start = ContinuousClock.now
         for _ in 0..<2 {
-            await #expect(throws: Failure.self) { try await breaker.run { () async throws -> Int in throw Failure() } }
+            await #expect(throws: Failure.self) {
+                try await breaker.run(now: start) { () async throws -> Int in throw Failure() }
+            }
         }
-        #expect(breaker.isOpen)
-        await #expect(throws: CircuitBreaker.Open.self) { try await breaker.run { 1 } }
-        try await Task.sleep(for: .milliseconds(250))
-        let value = try await breaker.run { 7 }
-        #expect(value == 7)
-        #expect(!breaker.isOpen)
+        #expect(breaker.isOpen(at: start + .milliseconds(199)))
+        await #expect(throws: CircuitBreaker.Open.self) { try await breaker.run(now: start + .milliseconds(199)) { 1 } }
+        let later = start + .milliseconds(200)
+        #expect(!breaker.isOpen(at: later))
+        #expect(try await breaker.run(now: later) { 7 } == 7)
+        #expect(!breaker.isOpen(at: later))
     }
 }

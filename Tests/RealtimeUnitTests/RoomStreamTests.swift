@@ -222,10 +222,11 @@ struct RoomStreamTests {
     func inMemoryStore() async throws {
         let store = InMemoryRealtimeStore()
         let heard = Heard()
+        let (ready, isReady) = AsyncStream.makeStream(of: Void.self)
         let following = Task {
-            try await store.follow(ready: {}) { notices in heard.notices.withLock { $0 += notices } }
+            try await store.follow(ready: { isReady.yield() }) { notices in heard.notices.withLock { $0 += notices } }
         }
-        try await Task.sleep(for: .milliseconds(50))
+        for await _ in ready { break }
         for room in ["a", "b", "a"] {
             try await store.append(RoomEmit(namespace: "/n", room: room, packet: "to \(room)"))
         }

@@ -45,5 +45,8 @@ package final class CircuitBreaker: Sendable {
         }
     }
 
-    package var isOpen: Bool { state.withLock { $0.openUntil.map { ContinuousClock.now < $0 } ?? false } }
+    /// Whether calls made at `now` fail at once.
+    package func isOpen(at now: ContinuousClock.Instant = .now) -> Bool {
+        state.withLock { $0.openUntil.map { now < $0 } ?? false }
+    }
 }

@@ -1,0 +1,39 @@
+import Foundation
+
+/// The CPU time of every process on the machine by command name, from /proc, to say who used the cores over a
+/// window: `let before = MachineCPU.snapshot()`, the load, then `MachineCPU.report(since: before, over: wall)`.
+package enum MachineCPU {
+    /// User plus system CPU seconds of each command (the kernel's 15-character name), summed over its processes.
+    package static func snapshot() -> [String: Double] {
+        var seconds: [String: Double] = [:]
+        let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.filter { $0.allSatisfy(\.isNumber) }
+        for pid in pids ?? [] {
+            guard let (command, used) = usage("/proc/\(pid)/stat") else { continue }
+            seconds[command, default: 0] += used
+        }
+        return seconds
+    }
+
+    /// The commands that used the most CPU since `before`, over `wall`, as shares of one core: "postgres 41%, …".
+    package static func report(since before: [String: Double], over wall: Duration, top: Int = 6) -> String {
+        let window = max(Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18, 0.001)
+        let used = snapshot().map { (command: $0.key, seconds: max(0, $0.value - (before[$0.key] ?? 0))) }
+        let busiest = used.filter { $0.seconds > 0 }.sorted { $0.seconds > $1.seconds }.prefix(top)
+        let total = used.reduce(0) { $0 + $1.seconds }
+        let shares = busiest.map { "\($0.command) \(String(format: "%.0f", $0.seconds * 100 / window))%" }
+        return "CPU, one core = 100%: \(shares.joined(separator: ", ")); the machine "
+            + String(format: "%.0f%%", total * 100 / window)
+    }
+
+    /// The command name and the user plus system CPU seconds of the process whose `stat` file is at `path`.
+    package static func usage(_ path: String) -> (command: String, seconds: Double)? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+            let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")")
+        else { return nil }
+        // Fields after the command name: state is the 3rd field of the file, utime the 14th and stime the 15th.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        let command = String(text[text.index(after: open)..<close])
+        return (command, (user + system) / Double(sysconf(Int32(_SC_CLK_TCK))))
+    }
+}
