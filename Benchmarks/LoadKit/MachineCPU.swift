@@ -4,12 +4,13 @@ import Foundation
 /// window: `let before = MachineCPU.snapshot()`, the load, then `MachineCPU.report(since: before, over: wall)`.
 package enum MachineCPU {
     /// User plus system CPU seconds of each command (the kernel's 15-character name), summed over its processes.
+    /// Kernel threads are left out: their names change with the work they take.
     package static func snapshot() -> [String: Double] {
         var seconds: [String: Double] = [:]
         let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.filter { $0.allSatisfy(\.isNumber) }
-        for pid in pids ?? [] {
-            guard let (command, used) = usage("/proc/\(pid)/stat") else { continue }
-            seconds[command, default: 0] += used
+        for pid in pids ?? [] where pid != "2" {
+            guard let usage = usage("/proc/\(pid)/stat"), usage.parent != 2 else { continue }
+            seconds[usage.command, default: 0] += usage.seconds
         }
         return seconds
     }
@@ -25,15 +26,19 @@ package enum MachineCPU {
             + String(format: "%.0f%%", total * 100 / window)
     }
 
-    /// The command name and the user plus system CPU seconds of the process whose `stat` file is at `path`.
-    package static func usage(_ path: String) -> (command: String, seconds: Double)? {
+    /// The command name, the parent's pid and the user plus system CPU seconds of the process whose `stat` file is
+    /// at `path`.
+    package static func usage(_ path: String) -> (command: String, parent: Int, seconds: Double)? {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
             let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")")
         else { return nil }
-        // Fields after the command name: state is the 3rd field of the file, utime the 14th and stime the 15th.
+        // Fields after the command name: state is the 3rd field of the file, the parent the 4th, utime the 14th and
+        // stime the 15th.
         let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        guard fields.count > 12, let parent = Int(fields[1]), let user = Double(fields[11]),
+            let system = Double(fields[12])
+        else { return nil }
         let command = String(text[text.index(after: open)..<close])
-        return (command, (user + system) / Double(sysconf(Int32(_SC_CLK_TCK))))
+        return (command, parent, (user + system) / Double(sysconf(Int32(_SC_CLK_TCK))))
     }
 }

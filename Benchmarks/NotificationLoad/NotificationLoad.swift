@@ -24,6 +24,7 @@ struct NotificationLoad: AsyncParsableCommand {
     @Option(help: "Users, one Android device each.") var users = 1000
     @Option(help: "Pushes to request.") var count = 5000
     @Option(help: "Requests per second.") var rate = 500
+    @Option(help: "Milliseconds between the batches of requests due.") var tickMs = 10
     @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
 
     func run() async throws {
@@ -113,7 +114,7 @@ struct NotificationLoad: AsyncParsableCommand {
                     value: try ContractCoding.encode(
                         EventEnvelope(aggregateId: userId, occurredAt: Date(), payload: push)))
             }
-            // Open loop, paced to RATE: every 2 ms the requests due by then go to the producer as one batch (up to
+            // Open loop, paced to RATE: every TICK_MS (10) the requests due by then go to the producer as one batch (up to
             // 64 batches awaiting their acknowledgements). Each is timed from when it was due, not when it left,
             // so a generator that falls behind shows as latency.
             let clock = ContinuousClock()
@@ -139,7 +140,7 @@ struct NotificationLoad: AsyncParsableCommand {
                         inFlight += 1
                         sent = due
                     }
-                    try await Task.sleep(for: .milliseconds(2))
+                    try await Task.sleep(for: .milliseconds(tickMs))
                 }
                 try await sends.waitForAll()
             }

@@ -56,18 +56,6 @@ package final class APNsProvider: PushProvider {
         return token
     }
 
-    /// The APNs payload of `message`: the alert, its sound, the data; `content-available` when it wakes the app.
-    static func payload(_ message: PushMessage) -> [String: Any] {
-        var aps: [String: Any] = ["alert": ["title": message.title, "body": message.body]]
-        aps["sound"] = message.sound.map { "\($0).caf" } ?? "default"
-        // With the alert, so a backgrounded app's handler runs too (apns-push-type stays `alert`).
-        if message.wakesApp { aps["content-available"] = 1 }
-        var payload: [String: Any] = ["aps": aps]
-        for (key, value) in message.data where key != "aps" { payload[key] = value }
-        payload["notificationId"] = message.notificationId
-        return payload
-    }
-
     /// The APNs request headers of `message` other than the authorization and the topic.
     static func headers(_ message: PushMessage, now: Date) -> [String: String] {
         var headers = [
@@ -77,10 +65,6 @@ package final class APNsProvider: PushProvider {
         ]
         if let collapseKey = message.collapseKey { headers["apns-collapse-id"] = String(collapseKey.prefix(64)) }
         return headers
-    }
-
-    func body(_ message: PushMessage) -> Data {
-        (try? JSONSerialization.data(withJSONObject: Self.payload(message), options: [.sortedKeys])) ?? Data()
     }
 
     package func send(_ message: PushMessage, to token: String) async -> PushOutcome {
@@ -98,7 +82,11 @@ package final class APNsProvider: PushProvider {
             request.headers.add(name: name, value: value)
         }
         request.headers.add(name: "content-type", value: "application/json")
-        request.body = .bytes(ByteBuffer(data: body(message)))
+        do {
+            request.body = .bytes(ByteBuffer(data: try ContractCoding.encode(APNsPayload(message))))
+        } catch {
+            return .failed(status: nil, answer: "could not encode the APNs payload: \(error)")
+        }
         switch await exchange(request, client: client, timeout: timeout) {
         case .failure(let error):
             return .retry(status: nil, answer: error.description, after: nil)

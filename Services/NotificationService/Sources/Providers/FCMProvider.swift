@@ -91,12 +91,12 @@ package final class FCMProvider: PushProvider {
         return token.accessToken
     }
 
-    func body(_ message: PushMessage, token: String) -> Data {
+    /// The `messages:send` body of `message` for the device `token`.
+    func request(_ message: PushMessage, token: String, now: Date) -> FCMRequest {
         let high = message.priority == .high || message.wakesApp
-        var android: [String: Any] = ["priority": high ? "HIGH" : "NORMAL"]
-        if let ttl = message.ttlSeconds { android["ttl"] = "\(ttl)s" }
-        if let collapseKey = message.collapseKey { android["collapse_key"] = collapseKey }
-        var fields: [String: Any] = ["token": token, "android": android]
+        var android = FCMRequest.Android(
+            priority: high ? "HIGH" : "NORMAL", ttl: message.ttlSeconds.map { "\($0)s" },
+            collapseKey: message.collapseKey)
         if message.wakesApp {
             // Data only, at high priority: Android runs the app's background handler (which shows the notification
             // from the data and confirms receipt); a `notification` block would go to the tray instead. An iOS app
@@ -107,21 +107,18 @@ package final class FCMProvider: PushProvider {
             data["body"] = data["body"] ?? message.body
             data["channel"] = data["channel"] ?? message.kind.rawValue
             if let sound = message.sound { data["sound"] = data["sound"] ?? sound }
-            fields["data"] = data
-            fields["apns"] = [
-                "headers": APNsProvider.headers(message, now: Date()),
-                "payload": APNsProvider.payload(message),
-            ]
-        } else {
-            var notification: [String: Any] = ["channel_id": message.kind.rawValue]
-            if let sound = message.sound { notification["sound"] = sound }
-            android["notification"] = notification
-            fields["android"] = android
-            fields["notification"] = ["title": message.title, "body": message.body]
-            fields["data"] = message.data.merging(["notificationId": message.notificationId]) { _, id in id }
+            return FCMRequest(
+                message: FCMRequest.Message(
+                    token: token, android: android, data: data,
+                    apns: FCMRequest.APNs(
+                        headers: APNsProvider.headers(message, now: now), payload: APNsPayload(message))))
         }
-        let payload: [String: Any] = ["message": fields]
-        return (try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])) ?? Data()
+        android.notification = FCMRequest.AndroidNotification(channelId: message.kind.rawValue, sound: message.sound)
+        return FCMRequest(
+            message: FCMRequest.Message(
+                token: token, android: android,
+                data: message.data.merging(["notificationId": message.notificationId]) { _, id in id },
+                notification: FCMRequest.Notification(title: message.title, body: message.body)))
     }
 
     package func send(_ message: PushMessage, to token: String) async -> PushOutcome {
@@ -135,7 +132,12 @@ package final class FCMProvider: PushProvider {
         request.method = .POST
         request.headers.add(name: "Authorization", value: "Bearer \(accessToken)")
         request.headers.add(name: "Content-Type", value: "application/json; charset=UTF-8")
-        request.body = .bytes(ByteBuffer(data: body(message, token: token)))
+        do {
+            request.body = .bytes(
+                ByteBuffer(data: try ContractCoding.encode(self.request(message, token: token, now: Date()))))
+        } catch {
+            return .failed(status: nil, answer: "could not encode the FCM request: \(error)")
+        }
         switch await exchange(request, client: client, timeout: timeout) {
         case .failure(let error):
             return .retry(status: nil, answer: error.description, after: nil)
