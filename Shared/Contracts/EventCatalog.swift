@@ -26,26 +26,39 @@ package enum EventCatalog {
     /// Decodes an envelope whose payload type is chosen by its `type` field.
     /// - Throws: ``EventDecodingError`` for invalid JSON, an unknown type, or a payload that does not match it.
     package static func decode(_ data: Data) throws -> DecodedEvent {
-        let decoder = ContractCoding.makeDecoder()
-        let header: EventHeader
         do {
-            header = try decoder.decode(EventHeader.self, from: data)
+            return try ContractCoding.makeDecoder().decode(OnePassEnvelope.self, from: data).event
+        } catch let error as EventDecodingError {
+            throw error
         } catch {
             throw EventDecodingError(reason: "no valid envelope (\(error))")
         }
-        guard let payloadType = byType[header.type] else {
-            throw EventDecodingError(reason: "unknown event type '\(header.type)'")
-        }
-        do {
-            return DecodedEvent(header: header, payload: try decodePayload(payloadType, from: data, decoder: decoder))
-        } catch {
-            throw EventDecodingError(reason: "\(header.type) payload does not match its contract (\(error))")
-        }
     }
 
-    private static func decodePayload<P: EventPayload>(
-        _ type: P.Type, from data: Data, decoder: JSONDecoder
-    ) throws -> P {
-        try decoder.decode(EventEnvelope<P>.self, from: data).payload
+    /// An envelope read in one pass over its JSON: the header, then the payload as the type its `type` names
+    /// (reading the header first and the whole envelope again cost a second parse of every event).
+    private struct OnePassEnvelope: Decodable {
+        var event: DecodedEvent
+
+        enum CodingKeys: String, CodingKey { case payload }
+
+        init(from decoder: any Decoder) throws {
+            let header = try EventHeader(from: decoder)
+            guard let payloadType = byType[header.type] else {
+                throw EventDecodingError(reason: "unknown event type '\(header.type)'")
+            }
+            do {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                event = DecodedEvent(header: header, payload: try Self.payload(payloadType, in: container))
+            } catch {
+                throw EventDecodingError(reason: "\(header.type) payload does not match its contract (\(error))")
+            }
+        }
+
+        private static func payload<P: EventPayload>(_ type: P.Type, in container: KeyedDecodingContainer<CodingKeys>)
+            throws -> P
+        {
+            try container.decode(P.self, forKey: .payload)
+        }
     }
 }

@@ -209,8 +209,15 @@ struct EventRoundTripTests {
         let unknown =
             #"{"eventId":"00000000-0000-0000-0000-000000000001","type":"Nope","aggregateId":"x","occurredAt":"2026-11-21T10:15:00Z","schemaVersion":1,"payload":{}}"#
         let wrongShape = unknown.replacingOccurrences(of: "Nope", with: "OrderAccepted")
-        for text in [unknown, "not json", "{}", wrongShape] {
-            #expect(throws: EventDecodingError.self) { try EventCatalog.decode(Data(text.utf8)) }
+        let noPayload = wrongShape.replacingOccurrences(of: #","payload":{}"#, with: "")
+        let cases = [
+            (unknown, "unknown event type 'Nope'"), ("not json", "no valid envelope"), ("{}", "no valid envelope"),
+            (wrongShape, "OrderAccepted payload does not match its contract"),
+            (noPayload, "OrderAccepted payload does not match its contract"),
+        ]
+        for (text, reason) in cases {
+            let error = #expect(throws: EventDecodingError.self) { try EventCatalog.decode(Data(text.utf8)) }
+            #expect(error?.reason.hasPrefix(reason) == true, "\(text): \(String(describing: error))")
         }
     }
 

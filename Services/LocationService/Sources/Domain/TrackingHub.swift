@@ -284,7 +284,10 @@ package final class TrackingHub: Sendable {
         return try await announce([job], on: connection).first
     }
 
-    /// Writes each changed job's `tracking_status` in the transaction of its change; returns the jobs.
+    /// Writes each changed job's `tracking_status` in the transaction of its change; returns the jobs. A job that
+    /// stops sharing its courier's location (ended, not started) stops getting positions here at once, before the
+    /// commit: its watchers get the status at the commit, and no `location` may follow it. (Were the change rolled
+    /// back, the next tick's reload tracks the job again.)
     package func announce(_ jobs: [TrackingJob], on connection: PostgresConnection) async throws -> [TrackingJob] {
         for job in jobs {
             let latest = job.courierId.flatMap { book.latest($0) }
@@ -293,6 +296,7 @@ package final class TrackingHub: Sendable {
                 "tracking_status",
                 TrackingStatus(job, lastUpdatedAt: lastUpdatedAt),
                 toRoom: Self.room(job.jobId), on: connection)
+            if !job.state.sharesLocation { track(job) }
         }
         return jobs
     }
