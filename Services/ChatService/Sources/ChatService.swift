@@ -31,7 +31,7 @@ package enum ChatService: ServiceDefinition {
             database: platform.database, store: store, outbox: platform.outbox,
             emits: realtime.emitter(for: namespace), settings: settings, now: platform.now, logger: platform.logger)
         let handlers = ChatHandlers(
-            workflow: workflow, namespace: namespace, settings: settings, instanceId: realtime.instanceId,
+            workflow: workflow, settings: settings, instanceId: realtime.instanceId,
             logger: platform.logger
         )
         handlers.register(on: namespace)

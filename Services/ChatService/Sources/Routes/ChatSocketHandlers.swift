@@ -13,7 +13,6 @@ import ServiceKit
 /// The `/chat` namespace's events (through ``ChatWorkflow``): join, leave, send, recovery and presence.
 package struct ChatHandlers: Sendable {
     let workflow: ChatWorkflow
-    let namespace: SocketIONamespace
     let settings: ChatSettings
     let instanceId: String
     let logger: Logger
@@ -116,7 +115,8 @@ package struct ChatHandlers: Sendable {
                     orderId: orderId, identity: identity, socketId: socket.id, instanceId: instanceId)
                 if !kept {
                     socket.leave(room)
-                    try await namespace.emit("access_revoked", AccessRevoked(orderId: orderId), toRoom: socket.id)
+                    try await socket.namespace.emit(
+                        "access_revoked", AccessRevoked(orderId: orderId), toRoom: socket.id)
                 }
             } catch {
                 socket.leave(room)
