@@ -285,7 +285,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KafkaTests",
-            dependencies: ["Kafka", "TestSupport"],
+            dependencies: ["Kafka", "TestSupport", "RealtimeTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -26,12 +26,9 @@ public func withRealtimeServer<Result: Sendable>(
             guard let port = try await ports.next(timeout: limit) else {
                 throw TimedOut(what: "the server listening", timeout: limit)
             }
-            let deadline = ContinuousClock.now + limit
-            while !realtime.isFollowing {
-                guard ContinuousClock.now < deadline else {
-                    throw TimedOut(what: "the realtime server following its store", timeout: limit)
-                }
-                try await Task.sleep(for: .milliseconds(5))
+            try await eventually(timeout: limit, interval: .milliseconds(5), "the realtime server following its store")
+            {
+                realtime.isFollowing
             }
             outcome = .success(try await body(port))
         } catch {

@@ -4,6 +4,7 @@ import Foundation
 import Kafka
 import PostgresNIO
 import Realtime
+import RealtimeTesting
 import ServiceKit
 import TestSupport
 import Testing

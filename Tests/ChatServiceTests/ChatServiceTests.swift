@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import Kafka
 import Realtime
+import RealtimeTesting
 import ServiceKit
 import ServiceLifecycle
 import Synchronization

@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import RealtimeTesting
 import ServiceKit
 import Synchronization
 import TestSupport

@@ -4,6 +4,7 @@ import Hummingbird
 import LocationService
 import PostgresNIO
 import Realtime
+import RealtimeTesting
 import ServiceKit
 import ServiceLifecycle
 import Synchronization

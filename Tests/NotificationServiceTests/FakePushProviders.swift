@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdHTTP2
 import JWTKit
 import NIOSSL
+import RealtimeTesting
 import ServiceLifecycle
 import Synchronization
 import TestSupport

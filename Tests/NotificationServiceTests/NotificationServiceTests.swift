@@ -5,6 +5,7 @@ import Kafka
 import NotificationService
 import PostgresNIO
 import Realtime
+import RealtimeTesting
 import ServiceKit
 import TestSupport
 import Testing

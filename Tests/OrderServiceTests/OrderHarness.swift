@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import OrderService
 import Realtime
+import RealtimeTesting
 import ServiceKit
 import ServiceLifecycle
 import Synchronization

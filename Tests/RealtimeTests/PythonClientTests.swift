@@ -5,6 +5,7 @@ import Kafka
 import Logging
 import Realtime
 import RealtimePlatform
+import RealtimeTesting
 import ServiceKit
 import TestSupport
 import Testing

@@ -1,3 +1,4 @@
+import RealtimeTesting
 import TestSupport
 import Testing
 

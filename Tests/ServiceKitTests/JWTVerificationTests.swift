@@ -5,6 +5,7 @@ import Hummingbird
 import JWTKit
 import Logging
 import NIOCore
+import RealtimeTesting
 import ServiceKit
 import ServiceLifecycle
 import TestSupport

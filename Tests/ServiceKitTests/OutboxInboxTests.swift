@@ -7,6 +7,7 @@ import Kafka
 import Logging
 import NIOCore
 import PostgresNIO
+import RealtimeTesting
 import ServiceKit
 import Synchronization
 import TestSupport

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Realtime
+import RealtimeTesting
 import ServiceLifecycle
 import Synchronization
 

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import RealtimeTesting
 import ServiceKit
 import ServiceLifecycle
 import Synchronization

@@ -1,4 +1,5 @@
 import Foundation
+import RealtimeTesting
 
 #if canImport(Glibc)
     import Glibc
