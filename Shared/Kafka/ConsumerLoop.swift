@@ -33,13 +33,16 @@ final class ConsumerLoop: Sendable {
     private let client: RDKafkaClient
     private let groupId: String
     private let logger: Logger
+    private let recordsBeforeTime: RecordsBeforeTime?
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
 
-    init(client: RDKafkaClient, groupId: String, logger: Logger) {
+    /// - Parameter recordsBeforeTime: for a reader from a time, what it must not deliver.
+    init(client: RDKafkaClient, groupId: String, logger: Logger, recordsBeforeTime: RecordsBeforeTime? = nil) {
         self.client = client
         self.groupId = groupId
         self.logger = logger
+        self.recordsBeforeTime = recordsBeforeTime
         let thread = Thread { [self] in run() }
         thread.name = "librdkafka-consumer"
         thread.start()
@@ -213,6 +216,8 @@ final class ConsumerLoop: Sendable {
         }
     }
 
+    /// The next message; nil if none came in time, an error was logged instead, or the record is one a reader from a
+    /// time must not deliver.
     private func poll(timeoutMilliseconds: Int32) throws(KafkaError) -> KafkaMessage? {
         guard let message = rd_kafka_consumer_poll(client.handle, timeoutMilliseconds) else { return nil }
         defer { rd_kafka_message_destroy(message) }
@@ -228,11 +233,18 @@ final class ConsumerLoop: Sendable {
             logger.warning("Kafka consumer error", metadata: ["kafka.error": "\(text)", "kafka.group": "\(groupId)"])
             return nil
         }
-        let value = pointee.payload.map { Data(bytes: $0, count: pointee.len) } ?? Data()
-        let key = pointee.key.map { Data(bytes: $0, count: pointee.key_len) }
         let topic = pointee.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
         var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
         let milliseconds = rd_kafka_message_timestamp(message, &timestampType)
+        if let recordsBeforeTime,
+            !recordsBeforeTime.admits(
+                KafkaTopicPartition(topic: topic, partition: pointee.partition), offset: pointee.offset,
+                stamp: milliseconds)
+        {
+            return nil
+        }
+        let value = pointee.payload.map { Data(bytes: $0, count: pointee.len) } ?? Data()
+        let key = pointee.key.map { Data(bytes: $0, count: pointee.key_len) }
         return KafkaMessage(
             topic: topic, partition: pointee.partition, offset: pointee.offset, key: key, value: value,
             timestamp: milliseconds >= 0 ? Date(timeIntervalSince1970: Double(milliseconds) / 1000) : nil)

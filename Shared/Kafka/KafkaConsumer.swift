@@ -66,8 +66,8 @@ package final class KafkaConsumer: Sendable {
         _ topics: [String], since: Date, configuration: KafkaConsumerConfiguration, logger: Logger
     ) async throws -> KafkaConsumer {
         // In whole milliseconds, as the broker stamps records.
-        let since = Date(timeIntervalSince1970: (since.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
-        var offsets: [KafkaTopicPartition: Int64]
+        let milliseconds = Int64((since.timeIntervalSince1970 * 1000).rounded(.down))
+        var starts: [KafkaTopicPartition: Range<Int64>]
         while true {
             do {
                 // The search reads records on a handle of its own, destroyed before the reader is assigned: records
@@ -75,8 +75,9 @@ package final class KafkaConsumer: Sendable {
                 // reader from record 1,194 got 1,181 first).
                 let probe = try RDKafkaClient(kind: .consumer, properties: configuration.properties, logger: logger)
                 rd_kafka_poll_set_consumer(probe.handle)
-                offsets = try await runBlocking { () throws(KafkaError) -> [KafkaTopicPartition: Int64] in
-                    try TimeStart.locate(topics, since: since, client: probe, timeout: .seconds(5), logger: logger)
+                starts = try await runBlocking { () throws(KafkaError) -> [KafkaTopicPartition: Range<Int64>] in
+                    try TimeStart.locate(
+                        topics, since: milliseconds, client: probe, timeout: .seconds(5), logger: logger)
                 }
                 break
             } catch let error as KafkaError where error.isRetriable {
@@ -85,7 +86,10 @@ package final class KafkaConsumer: Sendable {
                 try await Task.sleep(for: .seconds(1))
             }
         }
-        let consumer = try KafkaConsumer(configuration: configuration, logger: logger, startOffsets: offsets)
+        let offsets = starts.mapValues(\.lowerBound)
+        let consumer = try KafkaConsumer(
+            configuration: configuration, logger: logger, startOffsets: offsets,
+            recordsBeforeTime: RecordsBeforeTime(milliseconds: milliseconds, starts: starts))
         try assignPartitions(offsets, client: consumer.client)
         logger.info(
             "reading from a time", metadata: ["kafka.topics": "\(topics)", "kafka.offsets": "\(offsets)"])
@@ -93,14 +97,16 @@ package final class KafkaConsumer: Sendable {
     }
 
     private init(
-        configuration: KafkaConsumerConfiguration, logger: Logger, startOffsets: [KafkaTopicPartition: Int64] = [:]
+        configuration: KafkaConsumerConfiguration, logger: Logger, startOffsets: [KafkaTopicPartition: Int64] = [:],
+        recordsBeforeTime: RecordsBeforeTime? = nil
     ) throws {
         self.startOffsets = startOffsets
         self.client = try RDKafkaClient(kind: .consumer, properties: configuration.properties, logger: logger)
         self.groupId = configuration.groupId
         self.logger = logger
         rd_kafka_poll_set_consumer(client.handle)
-        self.loop = ConsumerLoop(client: client, groupId: configuration.groupId, logger: logger)
+        self.loop = ConsumerLoop(
+            client: client, groupId: configuration.groupId, logger: logger, recordsBeforeTime: recordsBeforeTime)
         self.closeTimeout = configuration.closeTimeout
     }
 
