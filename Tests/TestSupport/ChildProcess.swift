@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -54,6 +55,7 @@ package final class ChildProcess: @unchecked Sendable {
             throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EINVAL)
         }
         self.pid = pid
+        LiveChildren.shared.add(pid)
     }
 
     /// Waits for the process to end and returns its exit status (128 + signal if killed by one).
@@ -64,6 +66,7 @@ package final class ChildProcess: @unchecked Sendable {
         while waitpid(pid, &raw, 0) == -1, errno == EINTR {}
         let exitStatus = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
         status = exitStatus
+        LiveChildren.shared.remove(pid)
         return exitStatus
     }
 
@@ -90,5 +93,24 @@ package final class ChildProcess: @unchecked Sendable {
     deinit {
         stop(signal: SIGKILL)
         try? FileManager.default.removeItem(at: outputFile)
+    }
+}
+
+/// The children still running, killed when the test process exits: a broker or service a suite shares lives as long
+/// as the process, and would otherwise outlive it (six Tansu brokers were left behind by every `swift test`).
+private final class LiveChildren: Sendable {
+    static let shared = LiveChildren()
+    private let pids = Mutex<Set<pid_t>>([])
+
+    private init() {
+        atexit { LiveChildren.shared.killAll() }
+    }
+
+    func add(_ pid: pid_t) { pids.withLock { _ = $0.insert(pid) } }
+
+    func remove(_ pid: pid_t) { pids.withLock { _ = $0.remove(pid) } }
+
+    private func killAll() {
+        for pid in pids.withLock({ $0 }) { kill(pid, SIGKILL) }
     }
 }
