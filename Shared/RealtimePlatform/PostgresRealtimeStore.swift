@@ -246,11 +246,35 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         try await database.withConnection { connection in
             var values: [String: String] = [:]
             let rows = try await connection.queryWhileOpen(
-                "SELECT key, packet FROM realtime_latest WHERE namespace = \(namespace) AND room = \(room)",
+                """
+                SELECT key, packet FROM realtime_latest WHERE namespace = \(namespace) AND room = \(room) AND NOT closed
+                """,
                 logger: logger)
             for try await (key, packet) in rows.decode((String, String).self) { values[key] = packet }
             return values
         }
+    }
+
+    /// Closes `room`'s latest values of `keys` in the transaction of `connection`. A value of one of them written
+    /// before is told before the transaction's own emits; from its commit on, one written by any instance (which may
+    /// learn of the change later) is neither stored nor told, and a recovering socket is given none of them. Values
+    /// are written under their row's lock, so one racing the close waits for it.
+    package func closeLatest(namespace: String, room: String, keys: [String], on connection: PostgresConnection)
+        async throws
+    {
+        try await connection.queryWhileOpen(
+            """
+            INSERT INTO realtime_latest AS l (namespace, room, key, packet, closed)
+            SELECT \(namespace), \(room), key, '', true FROM unnest(\(keys)::text[]) AS key
+            ON CONFLICT (namespace, room, key) DO UPDATE SET packet = '', closed = true, updated_at = now()
+            """, logger: logger)
+    }
+
+    /// Undoes ``closeLatest(namespace:room:keys:on:)`` for every key of `room`, in the transaction of `connection`.
+    package func reopenLatest(namespace: String, room: String, on connection: PostgresConnection) async throws {
+        try await connection.queryWhileOpen(
+            "DELETE FROM realtime_latest WHERE namespace = \(namespace) AND room = \(room) AND closed",
+            logger: logger)
     }
 
     /// Writes the pending latest values until graceful shutdown (then the last ones), a batch at a time.
@@ -273,27 +297,38 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
                 return batch
             }
             guard !batch.isEmpty else { return }
-            // Notices packed several to a notification, a line each.
-            var payloads: [String] = []
-            var current = ""
+            // Notices packed several to a notification, a line each; a value whose key is closed is neither
+            // written nor told.
+            var lines: [String] = []
+            var chunks: [Int32] = []
+            var chunk: Int32 = 0
+            var chunkBytes = 0
             for line in batch.map(Self.latestLine) {
-                if !current.isEmpty && current.utf8.count + 1 + line.utf8.count > Self.notificationLimit {
-                    payloads.append(current)
-                    current = ""
+                if chunkBytes > 0 && chunkBytes + 1 + line.utf8.count > Self.notificationLimit {
+                    chunk += 1
+                    chunkBytes = 0
                 }
-                current += current.isEmpty ? line : "\n" + line
+                chunkBytes += (chunkBytes == 0 ? 0 : 1) + line.utf8.count
+                lines.append(line)
+                chunks.append(chunk)
             }
-            if !current.isEmpty { payloads.append(current) }
             do {
                 try await database.client.execute(
                     """
-                    WITH written AS (
-                        INSERT INTO realtime_latest AS l (namespace, room, key, packet)
+                    WITH batch AS (
                         SELECT * FROM unnest(\(batch.map(\.namespace))::text[], \(batch.map(\.room))::text[],
-                                             \(batch.map { $0.latestKey ?? "" })::text[], \(batch.map(\.packet))::text[])
+                                             \(batch.map { $0.latestKey ?? "" })::text[], \(batch.map(\.packet))::text[],
+                                             \(lines)::text[], \(chunks)::integer[])
+                            WITH ORDINALITY AS b(namespace, room, key, packet, line, chunk, ordinal)
+                    ), written AS (
+                        INSERT INTO realtime_latest AS l (namespace, room, key, packet)
+                        SELECT namespace, room, key, packet FROM batch
                         ON CONFLICT (namespace, room, key) DO UPDATE SET packet = excluded.packet, updated_at = now()
+                            WHERE NOT l.closed
+                        RETURNING l.namespace, l.room, l.key
                     )
-                    SELECT pg_notify(\(channel), payload) FROM unnest(\(payloads)::text[]) AS payload
+                    SELECT pg_notify(\(channel), string_agg(batch.line, E'\\n' ORDER BY batch.ordinal))
+                    FROM batch JOIN written USING (namespace, room, key) GROUP BY batch.chunk
                     """, logger: logger)
             } catch {
                 // Latest values go stale within seconds: the next ones are written instead of these.
@@ -546,7 +581,7 @@ enum CatchUp: PreparedStatementText {
             AND e."offset" > w.after AND e."offset" <= s.top
         UNION ALL
         SELECT 'l', l.room, l.key, NULL::bigint, l.packet, NULL::text[], NULL::text
-        FROM realtime_latest l JOIN w ON w.room = l.room WHERE l.namespace = $4::text
+        FROM realtime_latest l JOIN w ON w.room = l.room WHERE l.namespace = $4::text AND NOT l.closed
         ORDER BY 1 DESC, 2, 4
         """
 }

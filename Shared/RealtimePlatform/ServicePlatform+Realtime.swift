@@ -129,6 +129,19 @@ package struct RealtimeEmitter: Sendable {
             toRooms: rooms, numbering: numbering, on: connection)
     }
 
+    /// Closes `room`'s latest values of `keys` when the transaction commits: none written by any instance after it
+    /// reaches a socket (``PostgresRealtimeStore/closeLatest(namespace:room:keys:on:)``). Call it before the
+    /// transaction's emits.
+    package func closeLatest(_ keys: [String], inRoom room: String, on connection: PostgresConnection) async throws {
+        try await store.closeLatest(namespace: namespace.name, room: room, keys: keys, on: connection)
+    }
+
+    /// Opens `room`'s closed latest values again when the transaction commits. Call it before the transaction's
+    /// emits.
+    package func reopenLatest(inRoom room: String, on connection: PostgresConnection) async throws {
+        try await store.reopenLatest(namespace: namespace.name, room: room, on: connection)
+    }
+
     /// Emits one payload (encoded with the namespace's coding) to `room` when the transaction commits.
     package func emit(
         _ event: String, _ payload: some Encodable, toRoom room: String, except: String? = nil,

@@ -175,7 +175,7 @@ struct LocationServiceTests {
         // Positions are never stored: no row of any logged table of the schema holds a sent coordinate. A job's
         // latest `location` for its watchers is the realtime store's latest value, in an unlogged table it trims
         // after minutes (lost with a crash, never written to the WAL).
-        let (rowsWithPositions, latestPersistence) = try await withTestDatabase(
+        let (rowsWithPositions, latestPersistence, closedKeys) = try await withTestDatabase(
             schema: harness.schema, migrations: []
         ) { database in
             var found = 0
@@ -213,10 +213,23 @@ struct LocationServiceTests {
                 SELECT relpersistence::text FROM pg_class
                 WHERE relname = 'realtime_latest' AND relnamespace = \(harness.schema)::regnamespace
                 """, as: String.self)
-            return (found, persistence)
+            // Ended: the job's room takes no `location` or `eta` from any instance (one a tick behind included).
+            let closed = try await database.scalar(
+                PostgresQuery(
+                    unsafeSQL: """
+                        SELECT string_agg(key, ',' ORDER BY key) FROM "\(harness.schema)".realtime_latest
+                        WHERE room = $1 AND closed
+                        """,
+                    binds: {
+                        var binds = PostgresBindings()
+                        binds.append("job:\(config["orderId"] ?? "")")
+                        return binds
+                    }()), as: String.self)
+            return (found, persistence, closed)
         }
         #expect(rowsWithPositions == 0)
         #expect(latestPersistence == "u")
+        #expect(closedKeys == "eta,location")
     }
 
     @Test("when the routing service fails the ETA is unavailable and locations keep flowing")

@@ -190,6 +190,74 @@ struct PostgresRealtimeStoreTests {
         }
     }
 
+    @Test(
+        "a room's closed latest values are neither stored, told nor replayed until reopened; one written while the close's transaction is open waits for it, then is dropped"
+    )
+    func closedLatestValues() async throws {
+        try await withTestDatabase { database in
+            let store = Self.store(database)
+            try await withRunningServices([store]) {
+                try await Self.following(store) { notices in
+                    @Sendable func write(_ packet: String, room: String = "job:1") async throws {
+                        try await store.append(
+                            RoomEmit(namespace: "/tracking", room: room, packet: packet, latestKey: "location"))
+                    }
+                    /// Writes a value to another room and waits for its notice: every value written before is told
+                    /// by then, or never (one writer, a batch at a time).
+                    @Sendable func settle(_ mark: String) async throws {
+                        try await write(mark, room: "job:marks")
+                        try await eventually(timeout: .seconds(5), "the notice of \(mark)") {
+                            notices.withLock {
+                                $0.contains(
+                                    .latest(namespace: "/tracking", room: "job:marks", key: "location", packet: mark))
+                            }
+                        }
+                    }
+                    func told(_ packet: String) -> Bool {
+                        notices.withLock {
+                            $0.contains(.latest(namespace: "/tracking", room: "job:1", key: "location", packet: packet))
+                        }
+                    }
+                    try await write("before")
+                    try await settle("m1")
+                    #expect(told("before"))
+                    try await database.transaction { connection in
+                        try await store.closeLatest(
+                            namespace: "/tracking", room: "job:1", keys: ["location", "eta"], on: connection)
+                        try await write("racing")
+                        // The write waits for this transaction's row lock (an instance that has not heard of the
+                        // close yet). (pg_stat_activity is read once per transaction unless its snapshot is cleared.)
+                        try await eventually(timeout: .seconds(5), "the write waiting for the close") {
+                            let rows = try await connection.query(
+                                """
+                                SELECT count(*)::bigint FROM (SELECT pg_stat_clear_snapshot()) AS cleared,
+                                    pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))
+                                """, logger: database.logger)
+                            var blocked: Int64 = 0
+                            for try await count in rows.decode(Int64.self) { blocked = count }
+                            return blocked > 0
+                        }
+                    }
+                    try await write("after")
+                    try await settle("m2")
+                    #expect(!told("racing"))
+                    #expect(!told("after"))
+                    #expect(try await store.latest(namespace: "/tracking", room: "job:1") == [:])
+                    let recovered = try await store.catchUp(
+                        namespace: "/tracking", after: ["job:1": .start], byteLimit: 1 << 20)
+                    #expect(recovered["job:1"]?.latest == [:])
+                    try await database.transaction { connection in
+                        try await store.reopenLatest(namespace: "/tracking", room: "job:1", on: connection)
+                    }
+                    try await write("reopened")
+                    try await settle("m3")
+                    #expect(told("reopened"))
+                    #expect(try await store.latest(namespace: "/tracking", room: "job:1") == ["location": "reopened"])
+                }
+            }
+        }
+    }
+
     @Test("a mark comes back after the notice of every emit a positions read before it saw, while emits commit")
     func markAfterPositions() async throws {
         try await withTestDatabase { database in

@@ -285,21 +285,29 @@ package final class TrackingHub: Sendable {
     }
 
     /// Writes each changed job's `tracking_status` in the transaction of its change; returns the jobs. A job that
-    /// stops sharing its courier's location (ended, not started) stops getting positions here at once, before the
-    /// commit: its watchers get the status at the commit, and no `location` may follow it. (Were the change rolled
-    /// back, the next tick's reload tracks the job again.)
+    /// stops sharing its courier's location (ended, not started) has its room's `location` and `eta` closed in that
+    /// transaction: its watchers get the status at the commit, and no `location` may follow it, not even from an
+    /// instance whose list of tracked jobs is a tick old. It also stops getting positions here at once, before the
+    /// commit. (Were the change rolled back, the next tick's reload tracks the job again.)
     package func announce(_ jobs: [TrackingJob], on connection: PostgresConnection) async throws -> [TrackingJob] {
         for job in jobs {
+            let room = Self.room(job.jobId)
+            if job.state.sharesLocation {
+                try await emits.reopenLatest(inRoom: room, on: connection)
+            } else {
+                try await emits.closeLatest(Self.latestKeys, inRoom: room, on: connection)
+                track(job)
+            }
             let latest = job.courierId.flatMap { book.latest($0) }
             let lastUpdatedAt = job.state.sharesLocation ? latest?.position.recordedAt : nil
             try await emits.emit(
-                "tracking_status",
-                TrackingStatus(job, lastUpdatedAt: lastUpdatedAt),
-                toRoom: Self.room(job.jobId), on: connection)
-            if !job.state.sharesLocation { track(job) }
+                "tracking_status", TrackingStatus(job, lastUpdatedAt: lastUpdatedAt), toRoom: room, on: connection)
         }
         return jobs
     }
+
+    /// The events a job's room gets as latest values, only while the job shares its courier's location.
+    static let latestKeys = ["location", "eta"]
 
     /// A job's change of state was announced and committed: keeps the tracked list, and refreshes the job's
     /// location and ETA for its watchers.
