@@ -9,4 +9,7 @@ package final class LoadCounter: Sendable {
     package var value: Int { count.load(ordering: .relaxed) }
 
     package func increment() { count.add(1, ordering: .relaxed) }
+
+    /// Adds `amount`.
+    package func add(_ amount: Int) { count.add(amount, ordering: .relaxed) }
 }

@@ -77,7 +77,9 @@ struct LocationLoad: AsyncParsableCommand {
         let sent = LoadCounter()
         let measuring = LoadCounter()
         let stop = LoadCounter()
+        let pacer = CourierPacer()
         try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await pacer.run(sent: sent, measuring: measuring, stop: stop) }
             for (index, party) in parties.enumerated() {
                 let token = try await issuer.token(userId: party.customer, role: .customer, name: "Customer")
                 let url = urls[index % urls.count]
@@ -97,10 +99,8 @@ struct LocationLoad: AsyncParsableCommand {
                 let url = urls[(index / 2) % urls.count]
                 group.addTask {
                     await LoadSocket.courier(
-                        url: url, token: token, start: (party.lat, party.lng), up: couriersUp, sent: sent,
-                        measuring: measuring, stop: stop,
-                        logger: logger
-                    )
+                        url: url, token: token, start: (party.lat, party.lng), slot: index, pacer: pacer,
+                        up: couriersUp, stop: stop, logger: logger)
                 }
                 if index % 250 == 249 { try await Task.sleep(for: .milliseconds(200)) }
             }
@@ -172,8 +172,6 @@ enum LoadSocket {
                     }
                 }
                 watching.increment()
-                let dates = ISO8601DateFormatter()
-                dates.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
                 while stop.value == 0, let message = try await messages.next() {
                     guard case .text(let text) = message else { continue }
                     if text == "2" {
@@ -183,49 +181,33 @@ enum LoadSocket {
                     {
                         let stamp = String(text[range.upperBound...].prefix { $0 != "\"" })
                         // Positions recorded inside the measured window only.
-                        if let recorded = dates.date(from: stamp), measuring.value == 1 {
+                        if let recorded = ISO8601.parse(stamp), measuring.value == 1 {
                             latencies.add(Date().timeIntervalSince(recorded) * 1000)
                         }
                     }
                 }
             }
+        } catch is CancellationError {
+            // The run is over.
         } catch {
             logger.warning("watcher socket failed", metadata: ["error": "\(error)"])
         }
     }
 
-    /// A rider: a position a second, moving a little south each time, until stopped.
+    /// A rider: sends the positions `pacer` gives it, a second apart, and answers pings, until stopped.
     static func courier(
-        url: String, token: String, start: (Double, Double), up: LoadCounter, sent: LoadCounter, measuring: LoadCounter,
-        stop: LoadCounter,
-        logger: Logger
+        url: String, token: String, start: (lat: Double, lng: Double), slot: Int, pacer: CourierPacer,
+        up: LoadCounter, stop: LoadCounter, logger: Logger
     ) async {
         do {
             try await SocketIOLoadClient.connect(url: url, namespace: "/tracking", token: token, logger: logger) {
                 messages, outbound in
                 up.increment()
-                let (outgoing, outbox) = AsyncStream.makeStream(of: String.self)
+                let (outgoing, outbox) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(64))
+                pacer.add(outbox, start: start, slot: slot)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for await text in outgoing { try await outbound.write(.text(text)) }
-                    }
-                    group.addTask {
-                        let dates = ISO8601DateFormatter()
-                        dates.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-                        try await Task.sleep(for: .milliseconds(Int.random(in: 0..<1000)))
-                        let clock = ContinuousClock()
-                        var deadline = clock.now
-                        var second = 0
-                        while stop.value == 0 {
-                            second += 1
-                            let lat = start.0 - Double(second) * 0.0001
-                            let position =
-                                #"{"lat":\#(lat),"lng":\#(start.1),"accuracyMeters":8,"speedMps":8,"recordedAt":"\#(dates.string(from: Date()))"}"#
-                            outbox.yield(#"42/tracking,\#(second)["position",\#(position)]"#)
-                            if measuring.value == 1 { sent.increment() }
-                            deadline = deadline.advanced(by: .seconds(1))
-                            try await Task.sleep(until: deadline, clock: clock)
-                        }
                     }
                     // Answers pings; acknowledgements are read and dropped.
                     while stop.value == 0, let message = try await messages.next() {
@@ -235,8 +217,54 @@ enum LoadSocket {
                     group.cancelAll()
                 }
             }
+        } catch is CancellationError {
+            // The run is over.
         } catch {
             logger.warning("rider socket failed", metadata: ["error": "\(error)"])
+        }
+    }
+}
+
+/// Paces every rider's positions from one loop: each rider has one of a second's 100 slots of 10 ms and gets a
+/// position, a little south of its last, when its slot comes round. (A sleeping task per rider cost the generator
+/// most of a core at 5,000 riders.)
+final class CourierPacer: Sendable {
+    private struct Rider {
+        let outbox: AsyncStream<String>.Continuation
+        let start: (lat: Double, lng: Double)
+        var second = 0
+    }
+
+    private static let slots = 100
+    private let riders = Mutex<[[Rider]]>(Array(repeating: [], count: CourierPacer.slots))
+
+    /// Gives `outbox` a position a second from `start` on, in slot `slot` (modulo 100).
+    func add(_ outbox: AsyncStream<String>.Continuation, start: (lat: Double, lng: Double), slot: Int) {
+        riders.withLock { $0[slot % Self.slots].append(Rider(outbox: outbox, start: start)) }
+    }
+
+    /// Runs until `stop`, counting in `sent` the positions given while `measuring` is 1.
+    func run(sent: LoadCounter, measuring: LoadCounter, stop: LoadCounter) async throws {
+        let clock = ContinuousClock()
+        var deadline = clock.now
+        var tick = 0
+        while stop.value == 0 {
+            let recordedAt = ISO8601.format(Date())
+            let given = riders.withLock { slots in
+                for index in slots[tick % Self.slots].indices {
+                    slots[tick % Self.slots][index].second += 1
+                    let rider = slots[tick % Self.slots][index]
+                    let lat = rider.start.lat - Double(rider.second) * 0.0001
+                    let position =
+                        #"{"lat":\#(lat),"lng":\#(rider.start.lng),"accuracyMeters":8,"speedMps":8,"recordedAt":"\#(recordedAt)"}"#
+                    rider.outbox.yield(#"42/tracking,\#(rider.second)["position",\#(position)]"#)
+                }
+                return slots[tick % Self.slots].count
+            }
+            if measuring.value == 1 { sent.add(given) }
+            tick += 1
+            deadline = deadline.advanced(by: .milliseconds(10))
+            try await Task.sleep(until: deadline, clock: clock)
         }
     }
 }
