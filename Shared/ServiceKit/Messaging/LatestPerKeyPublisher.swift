@@ -6,14 +6,17 @@ import ServiceLifecycle
 import Synchronization
 
 /// Publishes messages of which only the latest per key matters (a courier's position) to one topic. A newer message
-/// replaces the one still waiting for its key, and everything waiting goes out as one batch while the previous batch
-/// is in flight, so throughput follows the broker's batches rather than one acknowledgement per message (16 sends
-/// at a time, one message each, fell behind at 5,000 couriers a second and dropped positions). At most
+/// replaces the one still waiting for its key, and everything waiting goes out as one batch once the previous batch
+/// is acknowledged and `interval` has passed since it left, so throughput follows the broker's batches rather than
+/// one acknowledgement per message (16 sends at a time, one message each, fell behind at 5,000 couriers a second and
+/// dropped positions), and the partitions grow by a few batches a second rather than hundreds (Tansu lists every
+/// batch of a partition on each fetch). At most
 /// `capacity` keys wait: past that a message is dropped, counted in `latest_per_key_dropped_total{topic}`. Best
 /// effort: a batch the broker refuses is logged, not retried (the next message of each key supersedes it).
 package final class LatestPerKeyPublisher: Service, Sendable {
     package let topic: String
     private let capacity: Int
+    private let interval: Duration
     private let producer: KafkaProducer
     private let dropped: Counter
     private let logger: Logger
@@ -39,10 +42,15 @@ package final class LatestPerKeyPublisher: Service, Sendable {
 
     private let state = Mutex(State())
 
-    package init(topic: String, capacity: Int = 50_000, producer: KafkaProducer, logger: Logger) {
+    /// - Parameter interval: the least time from one batch's departure to the next's.
+    package init(
+        topic: String, capacity: Int = 50_000, interval: Duration = .milliseconds(100), producer: KafkaProducer,
+        logger: Logger
+    ) {
         precondition(capacity > 0, "capacity must be positive")
         self.topic = topic
         self.capacity = capacity
+        self.interval = interval
         self.producer = producer
         self.dropped = Counter(label: "latest_per_key_dropped_total", dimensions: [("topic", topic)])
         self.logger = logger
@@ -84,7 +92,12 @@ package final class LatestPerKeyPublisher: Service, Sendable {
     package func run() async throws {
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
-                while let batch = await nextBatch() { await send(batch) }
+                while let batch = await nextBatch() {
+                    let departure = ContinuousClock.now
+                    await send(batch)
+                    // Cancelled, it ends at once and what waits goes out.
+                    try? await Task.sleep(until: departure + interval)
+                }
             } onGracefulShutdown: {
                 self.stop()
             }
