@@ -258,14 +258,15 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     /// Closes `room`'s latest values of `keys` in the transaction of `connection`. A value of one of them written
     /// before is told before the transaction's own emits; from its commit on, one written by any instance (which may
     /// learn of the change later) is neither stored nor told, and a recovering socket is given none of them. Values
-    /// are written under their row's lock, so one racing the close waits for it.
+    /// are written under their row's lock, so one racing the close waits for it. A transaction closing several
+    /// rooms closes them in room order (the order batches lock rows in).
     package func closeLatest(namespace: String, room: String, keys: [String], on connection: PostgresConnection)
         async throws
     {
         try await connection.queryWhileOpen(
             """
             INSERT INTO realtime_latest AS l (namespace, room, key, packet, closed)
-            SELECT \(namespace), \(room), key, '', true FROM unnest(\(keys)::text[]) AS key
+            SELECT \(namespace), \(room), key, '', true FROM unnest(\(keys)::text[]) AS key ORDER BY key
             ON CONFLICT (namespace, room, key) DO UPDATE SET packet = '', closed = true, updated_at = now()
             """, logger: logger)
     }
@@ -298,7 +299,9 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
             }
             guard !batch.isEmpty else { return }
             // Notices packed several to a notification, a line each; a value whose key is closed is neither
-            // written nor told.
+            // written nor told. Rows are locked in (namespace, room, key) order, as ``closeLatest`` callers lock
+            // them, so a batch and a closing transaction (or two instances' batches) never wait for each other in a
+            // circle.
             var lines: [String] = []
             var chunks: [Int32] = []
             var chunk: Int32 = 0
@@ -322,7 +325,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
                             WITH ORDINALITY AS b(namespace, room, key, packet, line, chunk, ordinal)
                     ), written AS (
                         INSERT INTO realtime_latest AS l (namespace, room, key, packet)
-                        SELECT namespace, room, key, packet FROM batch
+                        SELECT namespace, room, key, packet FROM batch ORDER BY namespace, room, key
                         ON CONFLICT (namespace, room, key) DO UPDATE SET packet = excluded.packet, updated_at = now()
                             WHERE NOT l.closed
                         RETURNING l.namespace, l.room, l.key

@@ -288,9 +288,10 @@ package final class TrackingHub: Sendable {
     /// stops sharing its courier's location (ended, not started) has its room's `location` and `eta` closed in that
     /// transaction: its watchers get the status at the commit, and no `location` may follow it, not even from an
     /// instance whose list of tracked jobs is a tick old. It also stops getting positions here at once, before the
-    /// commit. (Were the change rolled back, the next tick's reload tracks the job again.)
+    /// commit. (Were the change rolled back, the next tick's reload tracks the job again.) Jobs go in room order,
+    /// the order the store's batches lock latest values in.
     package func announce(_ jobs: [TrackingJob], on connection: PostgresConnection) async throws -> [TrackingJob] {
-        for job in jobs {
+        for job in jobs.sorted(by: { Self.room($0.jobId) < Self.room($1.jobId) }) {
             let room = Self.room(job.jobId)
             if job.state.sharesLocation {
                 try await emits.reopenLatest(inRoom: room, on: connection)
