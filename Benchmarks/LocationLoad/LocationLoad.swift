@@ -250,16 +250,25 @@ final class CourierPacer: Sendable {
         var tick = 0
         while stop.value == 0 {
             let recordedAt = ISO8601.format(Date())
+            // Counted only when queued for the socket; a rider whose socket ended leaves its slot.
             let given = riders.withLock { slots in
+                var given = 0
+                var ended: [Int] = []
                 for index in slots[tick % Self.slots].indices {
                     slots[tick % Self.slots][index].second += 1
                     let rider = slots[tick % Self.slots][index]
                     let lat = rider.start.lat - Double(rider.second) * 0.0001
                     let position =
                         #"{"lat":\#(lat),"lng":\#(rider.start.lng),"accuracyMeters":8,"speedMps":8,"recordedAt":"\#(recordedAt)"}"#
-                    rider.outbox.yield(#"42/tracking,\#(rider.second)["position",\#(position)]"#)
+                    switch rider.outbox.yield(#"42/tracking,\#(rider.second)["position",\#(position)]"#) {
+                    case .enqueued: given += 1
+                    case .terminated: ended.append(index)
+                    case .dropped: break
+                    @unknown default: break
+                    }
                 }
-                return slots[tick % Self.slots].count
+                for index in ended.reversed() { slots[tick % Self.slots].remove(at: index) }
+                return given
             }
             if measuring.value == 1 { sent.add(given) }
             tick += 1

@@ -38,8 +38,8 @@ package final class KafkaConsumer: Sendable {
     private let loop: ConsumerLoop
     private let closeTimeout: Duration
     package let groupId: String
-    /// Where a consumer made by ``reading(_:since:configuration:logger:)`` began in each partition (empty for a
-    /// group member).
+    /// Where a consumer made by ``reading(_:since:configuration:logger:)`` was assigned in each partition: the
+    /// search's answer, at or before the first record it delivers there (empty for a group member).
     package let startOffsets: [KafkaTopicPartition: Int64]
 
     /// Creates the consumer and subscribes; joining the group happens in the background while polling.
@@ -92,7 +92,8 @@ package final class KafkaConsumer: Sendable {
             recordsBeforeTime: RecordsBeforeTime(milliseconds: milliseconds, starts: starts))
         try assignPartitions(offsets, client: consumer.client)
         logger.info(
-            "reading from a time", metadata: ["kafka.topics": "\(topics)", "kafka.offsets": "\(offsets)"])
+            "reading from a time, from these offsets on (records before the time skipped)",
+            metadata: ["kafka.topics": "\(topics)", "kafka.offsets": "\(offsets)"])
         return consumer
     }
 

@@ -95,8 +95,8 @@ package final class LatestPerKeyPublisher: Service, Sendable {
                 while let batch = await nextBatch() {
                     let departure = ContinuousClock.now
                     await send(batch)
-                    // Cancelled, it ends at once and what waits goes out.
-                    try? await Task.sleep(until: departure + interval)
+                    // Stopped or cancelled, what waits goes out at once.
+                    if !state.withLock({ $0.stopped }) { try? await Task.sleep(until: departure + interval) }
                 }
             } onGracefulShutdown: {
                 self.stop()
