@@ -214,17 +214,10 @@ struct LocationServiceTests {
                 WHERE relname = 'realtime_latest' AND relnamespace = \(harness.schema)::regnamespace
                 """, as: String.self)
             // Ended: the job's room takes no `location` or `eta` from any instance (one a tick behind included).
+            let room = "job:\(config["orderId"] ?? "")"
             let closed = try await database.scalar(
-                PostgresQuery(
-                    unsafeSQL: """
-                        SELECT string_agg(key, ',' ORDER BY key) FROM "\(harness.schema)".realtime_latest
-                        WHERE room = $1 AND closed
-                        """,
-                    binds: {
-                        var binds = PostgresBindings()
-                        binds.append("job:\(config["orderId"] ?? "")")
-                        return binds
-                    }()), as: String.self)
+                "SELECT string_agg(key, ',' ORDER BY key) FROM realtime_latest WHERE room = \(room) AND closed",
+                as: String.self)
             return (found, persistence, closed)
         }
         #expect(rowsWithPositions == 0)
