@@ -1,15 +1,32 @@
 #!/usr/bin/env bash
-# Pickup benchmark: the order service (release build) on its own Postgres and Tansu broker, then
-# `order-pickup-load`: ORDERS ready orders picked up from CONCURRENCY connections.
-#   Benchmarks/order-pickup.sh [ORDERS] [CONCURRENCY]
+# Pickup benchmark: the order service (release build) on its own Postgres and Tansu broker. First pgbench's built-in
+# tpcb-like script with CONCURRENCY clients on that Postgres (scale 1 and scale CONCURRENCY, 10 s each, in a database
+# of its own, before the service starts), the floor to compare pickups with; then `order-pickup-load` prepares ORDERS
+# ready orders and picks them all up, from CONCURRENCY connections (closed loop), or at RATE a second (open loop).
+#   Benchmarks/order-pickup.sh [ORDERS] [CONCURRENCY] [RATE]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 orders=${1:-3000}
 concurrency=${2:-32}
+rate=${3:-}
 port=${BENCH_HTTP_PORT:-18181}
+pgbench_seconds=${BENCH_PGBENCH_SECONDS:-10}
 
 bench_build devtoken order-service order-pickup-load
 bench_infrastructure
+pgbench=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)/pgbench
+pgbench_args=(-h 127.0.0.1 -p "$bench_pg_port" -U postgres)
+psql "${pgbench_args[@]}" -d postgres -qc "CREATE DATABASE pgbench" >/dev/null
+scales=(1)
+[ "$concurrency" -gt 1 ] && scales+=("$concurrency")
+for scale in "${scales[@]}"; do
+    "$pgbench" "${pgbench_args[@]}" -i -q -s "$scale" pgbench >/dev/null 2>&1
+    "$pgbench" "${pgbench_args[@]}" -c "$concurrency" -j 2 -T "$pgbench_seconds" pgbench 2>/dev/null \
+        | awk -v scale="$scale" '/latency average/ { latency = $4 } /^tps/ { tps = $3 }
+            END { printf "pgbench tpcb-like, scale %s, %s clients: %.0f transactions a second, latency average %s ms\n", scale, '"$concurrency"', tps, latency }'
+done
+psql "${pgbench_args[@]}" -d postgres -qc "DROP DATABASE pgbench" >/dev/null
 bench_service order-service "$port" DATABASE_POOL_SIZE=40
 "$bench_bin/order-pickup-load" --url "http://127.0.0.1:$port" --kafka "127.0.0.1:$bench_kafka_port" \
-    --orders "$orders" --concurrency "$concurrency" --key-dir "$DEV_KEY_DIR"
+    --orders "$orders" --concurrency "$concurrency" ${rate:+--rate "$rate"} --service-pid "${bench_pids[-1]}" \
+    --key-dir "$DEV_KEY_DIR"

@@ -10,6 +10,9 @@ package final class LoadCounter: Sendable {
 
     package func increment() { count.add(1, ordering: .relaxed) }
 
+    /// Adds one and returns the count before it: a ticket, so that tasks sharing a list each take the next item.
+    package func take() -> Int { count.add(1, ordering: .relaxed).oldValue }
+
     /// Adds `amount`.
     package func add(_ amount: Int) { count.add(amount, ordering: .relaxed) }
 }

@@ -41,4 +41,13 @@ package enum MachineCPU {
         let command = String(text[text.index(after: open)..<close])
         return (command, parent, (user + system) / Double(sysconf(Int32(_SC_CLK_TCK))))
     }
+
+    /// The resident memory of process `pid` in KiB (`VmRSS` in /proc), or nil when it is gone.
+    package static func residentKilobytes(_ pid: Int32) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        }
+        return nil
+    }
 }

@@ -20,10 +20,19 @@ struct OrderPickupLoad: AsyncParsableCommand {
     @Option(help: "Kafka bootstrap servers (to publish accepted offers as Allocation would).") var kafka =
         "127.0.0.1:29092"
     @Option(help: "Orders to prepare and pick up.") var orders = 3000
-    @Option(help: "Concurrent connections.") var concurrency = 32
+    @Option(help: "Concurrent connections (closed loop: each sends its next pickup when the last one answered).")
+    var concurrency = 32
+    @Option(help: "Pickups a second, started on schedule whatever the answers (open loop); closed loop if absent.")
+    var rate: Double?
+    @Option(help: "The order service's process id, to report its resident memory.") var servicePid: Int32?
     @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
     @Option(help: "Token issuer (the service's JWT_ISSUER).") var issuer = "https://auth.delivery.local"
     @Option(help: "Token audience (the service's JWT_AUDIENCE).") var audience = "delivery-platform"
+
+    func validate() throws {
+        if let rate, !(rate > 0) { throw ValidationError("--rate must be more than 0") }
+        if concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
+    }
 
     func run() async throws {
         LoadOutput.lineBuffered()
@@ -41,7 +50,7 @@ struct OrderPickupLoad: AsyncParsableCommand {
             idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
 
-        func post(_ path: String, _ token: String, _ body: String? = nil) async throws -> (Int, Data) {
+        @Sendable func post(_ path: String, _ token: String, _ body: String? = nil) async throws -> (Int, Data) {
             var request = HTTPClientRequest(url: url + path)
             request.method = .POST
             request.headers.add(name: "Authorization", value: "Bearer \(token)")
@@ -117,48 +126,55 @@ struct OrderPickupLoad: AsyncParsableCommand {
         }
         await producer.close()
 
-        print("picking up \(ids.count) orders over \(concurrency) connections…")
-        let progress = PickupProgress()
+        let latencies = LatencySamples()
+        let failures = LoadCounter()
         let clock = ContinuousClock()
+        @Sendable func pickUp(_ id: String, timedFrom began: ContinuousClock.Instant) async throws {
+            let (status, _) = try await post("/v1/orders/\(id)/pickup", rider)
+            latencies.add(since: began)
+            if status != 200 { failures.increment() }
+        }
+        let cpuBefore = MachineCPU.snapshot()
         let start = clock.now
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<concurrency {
-                group.addTask {
-                    while true {
-                        let index = progress.next.add(1, ordering: .relaxed).oldValue
-                        guard index < ids.count else { return }
-                        let began = clock.now
-                        let (status, _) = try await post("/v1/orders/\(ids[index])/pickup", rider)
-                        let elapsed = clock.now - began
-                        if status != 200 { progress.failures.add(1, ordering: .relaxed) }
-                        progress.latencies.withLock {
-                            $0.append(
-                                Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds)
-                                    * 1000)
+        if let rate {
+            // Open loop: each pickup starts at its own time, whether or not earlier ones have answered, and is timed
+            // from that time, so a slow answer cannot hold back (and hide) the ones behind it.
+            print("picking up \(ids.count) orders at \(rate) a second (open loop, at most \(concurrency) connections)…")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, id) in ids.enumerated() {
+                    let due = start + .seconds(Double(index) / rate)
+                    try await Task.sleep(until: due, clock: clock)
+                    group.addTask { try await pickUp(id, timedFrom: due) }
+                }
+                try await group.waitForAll()
+            }
+        } else {
+            print("picking up \(ids.count) orders over \(concurrency) connections…")
+            let next = LoadCounter()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<concurrency {
+                    group.addTask {
+                        while true {
+                            let index = next.take()
+                            guard index < ids.count else { return }
+                            try await pickUp(ids[index], timedFrom: clock.now)
                         }
                     }
                 }
+                try await group.waitForAll()
             }
-            try await group.waitForAll()
         }
         let total = clock.now - start
+        let cpu = MachineCPU.report(since: cpuBefore, over: total)
         try await http.shutdown()
-        let sorted = progress.latencies.withLock { $0 }.sorted()
-        func percentile(_ p: Double) -> String {
-            String(format: "%.2f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))])
-        }
-        let seconds = Double(total.components.seconds) + Double(total.components.attoseconds) / 1e18
+        let seconds = LatencySamples.milliseconds(total) / 1000
         print(
-            "pickups: \(sorted.count) in \(String(format: "%.2f", seconds)) s = \(String(format: "%.0f", Double(sorted.count) / seconds)) req/s, "
-                + "failures \(progress.failures.load(ordering: .relaxed)); latency ms p50 \(percentile(0.5)), p95 \(percentile(0.95)), "
-                + "p99 \(percentile(0.99)), max \(String(format: "%.2f", sorted.last ?? 0))"
-        )
+            "pickups: \(latencies.count) in \(String(format: "%.2f", seconds)) s = "
+                + "\(String(format: "%.0f", Double(latencies.count) / seconds)) req/s, failures \(failures.value); "
+                + "latency \(latencies.summary())")
+        print(cpu)
+        if let servicePid, let resident = MachineCPU.residentKilobytes(servicePid) {
+            print("the order service's resident memory: \(resident / 1024) MiB")
+        }
     }
-}
-
-/// Shared by the pickup workers.
-final class PickupProgress: Sendable {
-    let next = Atomic<Int>(0)
-    let failures = Atomic<Int>(0)
-    let latencies = Mutex<[Double]>([])
 }

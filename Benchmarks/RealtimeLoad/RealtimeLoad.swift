@@ -47,7 +47,7 @@ struct RealtimeLoad: AsyncParsableCommand {
         let pool = ConnectionPool()
         let overflowsBefore = listenOverflows()
         let start = ContinuousClock.now
-        let baselineRSS = serverPid.flatMap(residentKilobytes)
+        let baselineRSS = serverPid.flatMap(MachineCPU.residentKilobytes)
         let connectCPU = CPUMeter(serverPid: serverPid)
 
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -84,7 +84,7 @@ struct RealtimeLoad: AsyncParsableCommand {
             if let before = overflowsBefore, let after = listenOverflows() {
                 print("listen queue overflows while opening (TcpExt ListenOverflows): \(after - before)")
             }
-            if let pid = serverPid, let baselineRSS, let loadedRSS = residentKilobytes(pid) {
+            if let pid = serverPid, let baselineRSS, let loadedRSS = MachineCPU.residentKilobytes(pid) {
                 let perConnection = Double(loadedRSS - baselineRSS) * 1024 / Double(max(pool.count, 1))
                 print(
                     "server resident memory: \(baselineRSS / 1024) MiB idle, \(loadedRSS / 1024) MiB loaded, \(String(format: "%.1f", perConnection / 1024)) KiB per connection"
@@ -174,14 +174,6 @@ func listenOverflows() -> Int? {
 }
 
 /// Resident memory of a process, in KiB, from /proc.
-func residentKilobytes(_ pid: Int32) -> Int? {
-    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-    for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
-    }
-    return nil
-}
-
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
