@@ -83,37 +83,34 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
             return
         }
         var bindings = PostgresBindings()
-        try appendStagedEmitArguments(emit, toRooms: rooms, to: &bindings)
+        try appendEmitArguments(emit, toRooms: rooms, numbering: numbering, to: &bindings)
         switch numbering {
-        case .inPlace:
-            bindings.append(channel)
-            try await connection.queryWhileOpen(AppendEmitInPlace.self, bindings, logger: logger)
-        case .atCommit:
-            try await connection.queryWhileOpen(StageEmit.self, bindings, logger: logger)
+        case .inPlace: try await connection.queryWhileOpen(AppendEmitInPlace.self, bindings, logger: logger)
+        case .atCommit: try await connection.queryWhileOpen(StageEmit.self, bindings, logger: logger)
         }
     }
 
-    /// The call of the `realtime_emit` function (migration 0007), which numbers an emit in place, inside a statement
-    /// of the caller's (a change, its emit and its events in one round trip), its seven parameters numbered from
-    /// `first`; their values are ``appendEmitArguments(_:toRooms:to:)``'s.
-    package static func emitCall(parametersFrom first: Int) -> String {
-        sqlCall(
-            "realtime_emit", parameterTypes: ["text", "text[]", "text", "text[]", "text", "boolean", "text"],
-            from: first)
+    /// The call that writes an emit numbered as `numbering` says inside a statement of the caller's (a change, its
+    /// emit and its events in one round trip), its parameters numbered from `first`: the `realtime_emit` function
+    /// (migration 0007) in place, seven parameters; the `realtime_stage` function (migration 0009) at commit, six.
+    /// Their values are ``appendEmitArguments(_:toRooms:numbering:to:)``'s.
+    package static func emitCall(numbering: EmitNumbering = .inPlace, parametersFrom first: Int) -> String {
+        switch numbering {
+        case .inPlace:
+            sqlCall(
+                "realtime_emit", parameterTypes: ["text", "text[]", "text", "text[]", "text", "boolean", "text"],
+                from: first)
+        case .atCommit:
+            sqlCall(
+                "realtime_stage", parameterTypes: ["text", "text[]", "text", "text[]", "text", "boolean"], from: first)
+        }
     }
 
-    /// Appends the values of ``emitCall(parametersFrom:)`` that append `emit` to the stream of each of `rooms` (its
-    /// own room ignored) to `bindings`. Throws for names a notice cannot carry.
-    package func appendEmitArguments(_ emit: RoomEmit, toRooms rooms: [String], to bindings: inout PostgresBindings)
-        throws
-    {
-        try appendStagedEmitArguments(emit, toRooms: rooms, to: &bindings)
-        bindings.append(channel)
-    }
-
-    /// Appends the values of ``StageEmit`` (those of the emit call but the channel) to `bindings`.
-    private func appendStagedEmitArguments(
-        _ emit: RoomEmit, toRooms rooms: [String], to bindings: inout PostgresBindings
+    /// Appends the values of ``emitCall(numbering:parametersFrom:)`` that write `emit` to the stream of each of
+    /// `rooms` (its own room ignored) to `bindings`. Throws for names a notice cannot carry.
+    package func appendEmitArguments(
+        _ emit: RoomEmit, toRooms rooms: [String], numbering: EmitNumbering = .inPlace,
+        to bindings: inout PostgresBindings
     ) throws {
         for room in rooms { try Self.checkNames(RoomEmit(namespace: emit.namespace, room: room, packet: "")) }
         try Self.checkNames(emit)
@@ -129,6 +126,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         bindings.append(attachments)
         if let except = emit.except { bindings.append(except) } else { bindings.appendNull() }
         bindings.append(inline)
+        if case .inPlace = numbering { bindings.append(channel) }
     }
 
     /// Room and namespace names travel in tab-separated notices: a tab or a line break in one is refused.
@@ -528,19 +526,13 @@ package struct RealtimeEmitTooLarge: Error, CustomStringConvertible {
 /// Numbers an emit to each room in place and tells it on commit: $1 namespace, $2 rooms, $3 packet, $4
 /// attachments, $5 the socket left out, $6 whether the notice carries the packet, $7 the channel.
 enum AppendEmitInPlace: PreparedStatementText {
-    static let sql = "SELECT " + PostgresRealtimeStore.emitCall(parametersFrom: 1)
+    static let sql = "SELECT " + PostgresRealtimeStore.emitCall(numbering: .inPlace, parametersFrom: 1)
 }
 
-/// Stages an emit to each room, numbered as the transaction commits (migration 0006): the same $1-$6 as
+/// Stages an emit to each room, numbered as the transaction commits (migrations 0006 and 0009): the same $1-$6 as
 /// ``AppendEmitInPlace`` (the trigger notifies its schema's channel).
 enum StageEmit: PreparedStatementText {
-    static let sql = """
-        INSERT INTO realtime_staged
-            (namespace, room, packet, attachments, except_socket, notify_packet, first_of_statement)
-        SELECT $1::text, wanted.room, $3::text, $4::text[], $5::text, $6::boolean, wanted.position = 1
-        FROM unnest($2::text[]) WITH ORDINALITY AS wanted (room, position)
-        ORDER BY wanted.position
-        """
+    static let sql = "SELECT " + PostgresRealtimeStore.emitCall(numbering: .atCommit, parametersFrom: 1)
 }
 
 /// The stream (epoch, top) of each of rooms $2 in namespace $1 that has one.

@@ -98,7 +98,8 @@ package struct ServiceRealtime: Sendable {
 package struct RealtimeEmitter: Sendable {
     package let namespace: SocketIONamespace
     let store: PostgresRealtimeStore
-    let numbering: EmitNumbering
+    /// When its emits take their offsets: ``emitCall(numbering:parametersFrom:)`` must be given the same.
+    package let numbering: EmitNumbering
 
     /// Emits to `namespace`'s sockets through `store`, the one its server follows, numbered as `numbering` says.
     package init(namespace: SocketIONamespace, store: PostgresRealtimeStore, numbering: EmitNumbering = .inPlace) {
@@ -150,23 +151,35 @@ package struct RealtimeEmitter: Sendable {
         try await emit(event, try namespace.arguments(encoding: payload), toRoom: room, except: except, on: connection)
     }
 
-    /// The call that appends an emit in place inside a statement of the caller's (a change, its emit and its
-    /// events in one round trip), its parameters numbered from `first`; their values are
-    /// ``appendEmitArguments(_:_:toRoom:except:to:)``'s. It numbers in place whatever this emitter's numbering.
-    package static func emitCall(parametersFrom first: Int) -> String {
-        PostgresRealtimeStore.emitCall(parametersFrom: first)
+    /// The call that writes an emit numbered as `numbering` says (this emitter's) inside a statement of the caller's
+    /// (a change, its emit and its events in one round trip), its parameters numbered from `first`; their values are
+    /// ``appendEmitArguments(_:_:toRooms:except:to:)``'s.
+    package static func emitCall(numbering: EmitNumbering = .inPlace, parametersFrom first: Int) -> String {
+        PostgresRealtimeStore.emitCall(numbering: numbering, parametersFrom: first)
     }
 
-    /// Appends the values of ``emitCall(parametersFrom:)`` that emit `event` with `payload` to `room` (but the
-    /// socket `except`) to `bindings`.
+    /// Appends the values of ``emitCall(numbering:parametersFrom:)`` that emit `event` with `payload` to `room` (but
+    /// the socket `except`) to `bindings`.
     package func appendEmitArguments(
         _ event: String, _ payload: some Encodable, toRoom room: String, except: String? = nil,
         to bindings: inout PostgresBindings
     ) throws {
-        let (packet, attachments) = namespace.eventPacket(event, try namespace.arguments(encoding: payload))
+        try appendEmitArguments(
+            event, try namespace.arguments(encoding: payload), toRooms: [room], except: except, to: &bindings)
+    }
+
+    /// Appends the values of ``emitCall(numbering:parametersFrom:)`` that emit `event` with `arguments` to each of
+    /// `rooms` (none: the call writes nothing) to `bindings`. Pass `rooms` sorted.
+    package func appendEmitArguments(
+        _ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: String? = nil,
+        to bindings: inout PostgresBindings
+    ) throws {
+        let (packet, attachments) = namespace.eventPacket(event, arguments)
         try store.appendEmitArguments(
-            RoomEmit(namespace: namespace.name, room: room, packet: packet, attachments: attachments, except: except),
-            toRooms: [room], to: &bindings)
+            RoomEmit(
+                namespace: namespace.name, room: rooms.first ?? "", packet: packet, attachments: attachments,
+                except: except),
+            toRooms: rooms, numbering: numbering, to: &bindings)
     }
 
     /// Emits one payload to every socket of `userId` when the transaction commits.

@@ -24,9 +24,8 @@ package enum OrderService: ServiceDefinition {
         let orders = realtime.namespace("/orders")
         orders.requireToken(platform.verifier)
         OrderSocketHandlers().register(on: orders)
-        let store = OrderStore(
-            outbox: platform.outbox, updates: OrderUpdates(emits: realtime.emitter(for: orders, numbering: .atCommit)),
-            logger: platform.logger)
+        let updates = OrderUpdates(emits: realtime.emitter(for: orders, numbering: OrderUpdates.numbering))
+        let store = OrderStore(outbox: platform.outbox, updates: updates, logger: platform.logger)
         let workflow = OrderWorkflow(database: platform.database, store: store, now: platform.now)
         let sagas = PickupSagas(database: platform.database, store: store, now: platform.now)
 

@@ -42,11 +42,24 @@ package struct OrderUpdates: Sendable {
         }
     }
 
-    /// Writes the `order_update` of `envelope` to each party's room, in `connection`'s transaction.
-    func emit<Payload: EventPayload>(_ envelope: EventEnvelope<Payload>, on connection: PostgresConnection)
-        async throws
-    {
-        guard let (customerId, vendorId, status, rider) = Self.parties(of: envelope.payload) else { return }
+    /// When the updates take their offsets: as the transaction commits, since every order's update goes to the
+    /// admins' room and many transactions write it at once (``EmitNumbering/atCommit``).
+    package static let numbering = EmitNumbering.atCommit
+
+    /// The call that writes an update in ``OrderStore/record``'s statement, its parameters numbered from `first`.
+    static func emitCall(parametersFrom first: Int) -> String {
+        RealtimeEmitter.emitCall(numbering: numbering, parametersFrom: first)
+    }
+
+    /// Appends the values of ``emitCall(parametersFrom:)`` that write the `order_update` of `envelope` to each
+    /// party's room (to none for an event no party follows) to `bindings`.
+    func appendEmitArguments<Payload: EventPayload>(
+        _ envelope: EventEnvelope<Payload>, to bindings: inout PostgresBindings
+    ) throws {
+        guard let (customerId, vendorId, status, rider) = Self.parties(of: envelope.payload) else {
+            try emits.appendEmitArguments("order_update", SocketIOArguments(), toRooms: [], to: &bindings)
+            return
+        }
         let update = OrderUpdate(
             orderId: envelope.aggregateId, type: envelope.type, status: status, rider: rider,
             occurredAt: envelope.occurredAt)
@@ -56,9 +69,9 @@ package struct OrderUpdates: Sendable {
         if envelope.payload is ServiceRequestAssigned || envelope.payload is ServiceRequestStatusChanged, let rider {
             rooms.append(Self.technicianRoom(rider.id))
         }
-        let arguments = try emits.namespace.arguments(encoding: update)
-        // In one order, so that transactions that emit to the same rooms take their streams' locks alike.
-        try await emits.emit("order_update", arguments, toRooms: rooms.sorted(), on: connection)
+        // Sorted, so that transactions that emit to the same rooms take their streams' locks alike.
+        try emits.appendEmitArguments(
+            "order_update", try emits.namespace.arguments(encoding: update), toRooms: rooms.sorted(), to: &bindings)
     }
 
     /// Who an event concerns (customer, vendor) and the status and rider it leaves the order with.

@@ -76,14 +76,17 @@ package struct OrderWorkflow: Sendable {
 
         func record(_ payload: some EventPayload) async throws {
             let envelope = EventEnvelope(aggregateId: order.id, occurredAt: now, payload: payload)
+            var push: [OutboxEntry] = []
             if case .pickUp = action {
-                // The saga first: the pickup's `order_update`s, written with its event, end the transaction.
-                try await startPickupSaga(
-                    order: order, rider: OrderTransitionEvent.pickupRider(of: order, actor: actor),
-                    pickupEventId: envelope.eventId, at: now, on: connection)
+                push = [
+                    try await startPickupSaga(
+                        order: order, rider: OrderTransitionEvent.pickupRider(of: order, actor: actor),
+                        pickupEventId: envelope.eventId, at: now, on: connection)
+                ]
             }
             try await store.record(
-                envelope, aggregateType: "order", sequence: order.version, actor: actor, on: connection)
+                envelope, aggregateType: "order", sequence: order.version, actor: actor, alsoPublishing: push,
+                on: connection)
         }
     }
 
@@ -100,14 +103,15 @@ package struct OrderWorkflow: Sendable {
         )
     }
 
+    /// Starts the saga of a pickup and returns the customer's push, for the outbox with the pickup's event.
     private func startPickupSaga(
         order: OrderView, rider: PersonRef, pickupEventId: UUID, at startedAt: Date, on connection: PostgresConnection
-    ) async throws {
+    ) async throws -> OutboxEntry {
         let push = Self.pickupNotification(order: order, rider: rider)
-        try await store.outbox.enqueue(push, aggregateId: order.customerId, on: connection, logger: store.logger)
-        // The vendor's `order_update` was written with the pickup: that step is done with it.
+        // The vendor's `order_update` is written with the pickup: that step is done with it.
         try await store.sagas.start(
             orderId: order.id, pickupEventId: pickupEventId, notificationId: push.notificationId, at: startedAt,
             on: connection)
+        return try store.outbox.entry(push, aggregateId: order.customerId)
     }
 }

@@ -201,20 +201,20 @@ package struct OrderStore: Sendable {
 
     // MARK: Event log and outbox
 
-    /// Appends `envelope` to the event log of its aggregate (as entry `sequence`) and to the outbox, with its
-    /// `order_update` to the `/orders` sockets.
+    /// Appends `envelope` to the event log of its aggregate (as entry `sequence`) and to the outbox after
+    /// `alsoPublishing` (events of its change that are not in the log, such as a push), with its `order_update` to
+    /// the `/orders` sockets: one statement.
     package func record<Payload: EventPayload>(
         _ envelope: EventEnvelope<Payload>, aggregateType: String, sequence: Int, actor: OrderActor?,
-        on connection: PostgresConnection
+        alsoPublishing earlier: [OutboxEntry] = [], on connection: PostgresConnection
     ) async throws {
-        let json = String(decoding: try ContractCoding.encode(envelope), as: UTF8.self)
-        let bindings = PostgresBindings(
+        let entry = try OutboxEntry(envelope)
+        var bindings = PostgresBindings(
             UUID(uuidString: envelope.aggregateId), aggregateType, sequence, envelope.eventId, envelope.type, actor?.id,
-            actor?.role.rawValue, json, envelope.occurredAt)
+            actor?.role.rawValue, entry.payload, envelope.occurredAt)
+        outbox.appendWriteArguments(earlier + [entry], to: &bindings)
+        try updates.appendEmitArguments(envelope, to: &bindings)
         try await connection.queryWhileOpen(RecordOrderEvent.self, bindings, logger: logger)
-        try await outbox.enqueue(envelope, on: connection, logger: logger)
-        // Last: the admins' room's stream stays locked from the emit to the commit, and every order emits to it.
-        try await updates.emit(envelope, on: connection)
     }
 
     /// The event log of an order or service request, oldest first.
@@ -325,11 +325,15 @@ enum UpdateOrder: PreparedStatementText {
 }
 
 /// Appends event $4 of type $5 to aggregate $1 (of type $2) as entry $3, by actor $6 in role $7: envelope $8,
-/// occurred at $9.
+/// occurred at $9; writes the outbox's rows ($10-$15) and the event's `order_update` (from $16).
 enum RecordOrderEvent: PreparedStatementText {
     static let sql = """
-        INSERT INTO order_events
-            (aggregate_id, aggregate_type, sequence, event_id, event_type, actor_id, actor_role, envelope, occurred_at)
-        VALUES ($1::uuid, $2::text, $3::integer, $4::uuid, $5::text, $6::text, $7::text, $8::jsonb, $9::timestamptz)
+        WITH logged AS (
+            INSERT INTO order_events
+                (aggregate_id, aggregate_type, sequence, event_id, event_type, actor_id, actor_role, envelope,
+                 occurred_at)
+            VALUES ($1::uuid, $2::text, $3::integer, $4::uuid, $5::text, $6::text, $7::text, $8::jsonb, $9::timestamptz)
+        )
+        SELECT \(Outbox.writeCall(parametersFrom: 10)), \(OrderUpdates.emitCall(parametersFrom: 16))
         """
 }

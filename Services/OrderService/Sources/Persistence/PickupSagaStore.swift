@@ -25,12 +25,8 @@ package struct PickupSagaStore: Sendable {
         orderId: String, pickupEventId: UUID, notificationId: String, at startedAt: Date,
         on connection: PostgresConnection
     ) async throws {
-        try await connection.queryWhileOpen(
-            """
-            INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id, started_at, vendor_updated_at)
-            VALUES (\(UUID(uuidString: orderId)), \(pickupEventId), \(notificationId), \(startedAt), \(startedAt))
-            """, logger: logger
-        )
+        let bindings = PostgresBindings(UUID(uuidString: orderId), pickupEventId, notificationId, startedAt)
+        try await connection.queryWhileOpen(StartPickupSaga.self, bindings, logger: logger)
     }
 
     /// Order `orderId`'s saga, nil if it has none.
@@ -160,4 +156,12 @@ package struct PickupSagaStore: Sendable {
             logger: logger
         )
     }
+}
+
+/// Starts order $1's saga for pickup event $2 and push $3 at $4, its vendor step done then.
+enum StartPickupSaga: PreparedStatementText {
+    static let sql = """
+        INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id, started_at, vendor_updated_at)
+        VALUES ($1::uuid, $2::uuid, $3::text, $4::timestamptz, $4::timestamptz)
+        """
 }
