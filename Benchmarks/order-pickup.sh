@@ -14,18 +14,21 @@ pgbench_seconds=${BENCH_PGBENCH_SECONDS:-10}
 
 bench_build devtoken order-service order-pickup-load
 bench_infrastructure
-pgbench=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)/pgbench
-pgbench_args=(-h 127.0.0.1 -p "$bench_pg_port" -U postgres)
-psql "${pgbench_args[@]}" -d postgres -qc "CREATE DATABASE pgbench" >/dev/null
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+pg_args=(-h 127.0.0.1 -p "$bench_pg_port" -U postgres)
+"$pg_bin/psql" "${pg_args[@]}" -d postgres -qc "CREATE DATABASE pgbench" >/dev/null
 scales=(1)
 [ "$concurrency" -gt 1 ] && scales+=("$concurrency")
 for scale in "${scales[@]}"; do
-    "$pgbench" "${pgbench_args[@]}" -i -q -s "$scale" pgbench >/dev/null 2>&1
-    "$pgbench" "${pgbench_args[@]}" -c "$concurrency" -j 2 -T "$pgbench_seconds" pgbench 2>/dev/null \
-        | awk -v scale="$scale" '/latency average/ { latency = $4 } /^tps/ { tps = $3 }
-            END { printf "pgbench tpcb-like, scale %s, %s clients: %.0f transactions a second, latency average %s ms\n", scale, '"$concurrency"', tps, latency }'
+    "$pg_bin/pgbench" "${pg_args[@]}" -i -q -s "$scale" pgbench >"$bench_runtime-pgbench.log" 2>&1 \
+        && "$pg_bin/pgbench" "${pg_args[@]}" -c "$concurrency" -j 2 -T "$pgbench_seconds" pgbench \
+            >>"$bench_runtime-pgbench.log" 2>&1 \
+        || { cat "$bench_runtime-pgbench.log" >&2; die "pgbench failed"; }
+    awk -v scale="$scale" -v clients="$concurrency" '/latency average/ { latency = $4 } /^tps/ { tps = $3 }
+        END { printf "pgbench tpcb-like, scale %s, %s clients: %.0f transactions a second, latency average %s ms\n", scale, clients, tps, latency }' \
+        "$bench_runtime-pgbench.log"
 done
-psql "${pgbench_args[@]}" -d postgres -qc "DROP DATABASE pgbench" >/dev/null
+"$pg_bin/psql" "${pg_args[@]}" -d postgres -qc "DROP DATABASE pgbench" >/dev/null
 bench_service order-service "$port" DATABASE_POOL_SIZE=40
 "$bench_bin/order-pickup-load" --url "http://127.0.0.1:$port" --kafka "127.0.0.1:$bench_kafka_port" \
     --orders "$orders" --concurrency "$concurrency" ${rate:+--rate "$rate"} --service-pid "${bench_pids[-1]}" \

@@ -173,7 +173,6 @@ func listenOverflows() -> Int? {
     return nil
 }
 
-/// Resident memory of a process, in KiB, from /proc.
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -83,7 +83,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
             return
         }
         var bindings = PostgresBindings()
-        try appendEmitArguments(emit, toRooms: rooms, numbering: numbering, to: &bindings)
+        try appendEmitArguments(emit, toRooms: rooms, to: &bindings)
         switch numbering {
         case .inPlace: try await connection.queryWhileOpen(AppendEmitInPlace.self, bindings, logger: logger)
         case .atCommit: try await connection.queryWhileOpen(StageEmit.self, bindings, logger: logger)
@@ -91,27 +91,24 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     /// The call that writes an emit numbered as `numbering` says inside a statement of the caller's (a change, its
-    /// emit and its events in one round trip), its parameters numbered from `first`: the `realtime_emit` function
-    /// (migration 0007) in place, seven parameters; the `realtime_stage` function (migration 0009) at commit, six.
-    /// Their values are ``appendEmitArguments(_:toRooms:numbering:to:)``'s.
-    package static func emitCall(numbering: EmitNumbering = .inPlace, parametersFrom first: Int) -> String {
-        switch numbering {
-        case .inPlace:
-            sqlCall(
-                "realtime_emit", parameterTypes: ["text", "text[]", "text", "text[]", "text", "boolean", "text"],
-                from: first)
-        case .atCommit:
-            sqlCall(
-                "realtime_stage", parameterTypes: ["text", "text[]", "text", "text[]", "text", "boolean"], from: first)
-        }
+    /// emit and its events in one round trip), its seven parameters numbered from `first`: the `realtime_emit`
+    /// function (migration 0007) in place, the `realtime_stage` function (migration 0009) at commit. The call decides
+    /// the numbering; both take the values of ``appendEmitArguments(_:toRooms:to:)``.
+    package static func emitCall(numbering: EmitNumbering, parametersFrom first: Int) -> String {
+        let function =
+            switch numbering {
+            case .inPlace: "realtime_emit"
+            case .atCommit: "realtime_stage"
+            }
+        return sqlCall(
+            function, parameterTypes: ["text", "text[]", "text", "text[]", "text", "boolean", "text"], from: first)
     }
 
     /// Appends the values of ``emitCall(numbering:parametersFrom:)`` that write `emit` to the stream of each of
-    /// `rooms` (its own room ignored) to `bindings`. Throws for names a notice cannot carry.
-    package func appendEmitArguments(
-        _ emit: RoomEmit, toRooms rooms: [String], numbering: EmitNumbering = .inPlace,
-        to bindings: inout PostgresBindings
-    ) throws {
+    /// `rooms` (its own room ignored) to `bindings`, whichever the numbering. Throws for names a notice cannot carry.
+    package func appendEmitArguments(_ emit: RoomEmit, toRooms rooms: [String], to bindings: inout PostgresBindings)
+        throws
+    {
         for room in rooms { try Self.checkNames(RoomEmit(namespace: emit.namespace, room: room, packet: "")) }
         try Self.checkNames(emit)
         let attachments = emit.attachments.map { Data($0).base64EncodedString() }
@@ -126,7 +123,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         bindings.append(attachments)
         if let except = emit.except { bindings.append(except) } else { bindings.appendNull() }
         bindings.append(inline)
-        if case .inPlace = numbering { bindings.append(channel) }
+        bindings.append(channel)
     }
 
     /// Room and namespace names travel in tab-separated notices: a tab or a line break in one is refused.
@@ -529,8 +526,8 @@ enum AppendEmitInPlace: PreparedStatementText {
     static let sql = "SELECT " + PostgresRealtimeStore.emitCall(numbering: .inPlace, parametersFrom: 1)
 }
 
-/// Stages an emit to each room, numbered as the transaction commits (migrations 0006 and 0009): the same $1-$6 as
-/// ``AppendEmitInPlace`` (the trigger notifies its schema's channel).
+/// Stages an emit to each room, numbered as the transaction commits (migrations 0006 and 0009): the same $1-$7 as
+/// ``AppendEmitInPlace`` (the trigger notifies its schema's channel whatever $7).
 enum StageEmit: PreparedStatementText {
     static let sql = "SELECT " + PostgresRealtimeStore.emitCall(numbering: .atCommit, parametersFrom: 1)
 }

@@ -98,8 +98,8 @@ package struct ServiceRealtime: Sendable {
 package struct RealtimeEmitter: Sendable {
     package let namespace: SocketIONamespace
     let store: PostgresRealtimeStore
-    /// When its emits take their offsets: ``emitCall(numbering:parametersFrom:)`` must be given the same.
-    package let numbering: EmitNumbering
+    /// When the emits it writes itself take their offsets (a call inside a caller's statement decides its own).
+    let numbering: EmitNumbering
 
     /// Emits to `namespace`'s sockets through `store`, the one its server follows, numbered as `numbering` says.
     package init(namespace: SocketIONamespace, store: PostgresRealtimeStore, numbering: EmitNumbering = .inPlace) {
@@ -151,10 +151,10 @@ package struct RealtimeEmitter: Sendable {
         try await emit(event, try namespace.arguments(encoding: payload), toRoom: room, except: except, on: connection)
     }
 
-    /// The call that writes an emit numbered as `numbering` says (this emitter's) inside a statement of the caller's
-    /// (a change, its emit and its events in one round trip), its parameters numbered from `first`; their values are
-    /// ``appendEmitArguments(_:_:toRooms:except:to:)``'s.
-    package static func emitCall(numbering: EmitNumbering = .inPlace, parametersFrom first: Int) -> String {
+    /// The call that writes an emit numbered as `numbering` says inside a statement of the caller's (a change, its
+    /// emit and its events in one round trip), its parameters numbered from `first`; their values are
+    /// ``appendEmitArguments(_:_:toRooms:except:to:)``'s, the same for either numbering.
+    package static func emitCall(numbering: EmitNumbering, parametersFrom first: Int) -> String {
         PostgresRealtimeStore.emitCall(numbering: numbering, parametersFrom: first)
     }
 
@@ -179,7 +179,7 @@ package struct RealtimeEmitter: Sendable {
             RoomEmit(
                 namespace: namespace.name, room: rooms.first ?? "", packet: packet, attachments: attachments,
                 except: except),
-            toRooms: rooms, numbering: numbering, to: &bindings)
+            toRooms: rooms, to: &bindings)
     }
 
     /// Emits one payload to every socket of `userId` when the transaction commits.

@@ -296,6 +296,8 @@ enum SendMessage: PreparedStatementText {
             ON CONFLICT (order_id, sender_id, client_message_id) WHERE client_message_id IS NOT NULL DO NOTHING
             RETURNING id
         )
-        SELECT \(RealtimeEmitter.emitCall(parametersFrom: 10)), \(Outbox.writeCall(parametersFrom: 17)) FROM message
+        SELECT \(RealtimeEmitter.emitCall(numbering: .inPlace, parametersFrom: 10)),
+               \(Outbox.writeCall(parametersFrom: 17))
+        FROM message
         """
 }
