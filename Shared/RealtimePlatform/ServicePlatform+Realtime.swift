@@ -122,12 +122,19 @@ package struct RealtimeEmitter: Sendable {
         _ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: String? = nil,
         on connection: PostgresConnection
     ) async throws {
-        let (packet, attachments) = namespace.eventPacket(event, arguments)
         try await store.append(
-            RoomEmit(
-                namespace: namespace.name, room: rooms.first ?? "", packet: packet, attachments: attachments,
-                except: except),
-            toRooms: rooms, numbering: numbering, on: connection)
+            roomEmit(event, arguments, toRooms: rooms, except: except), toRooms: rooms, numbering: numbering,
+            on: connection)
+    }
+
+    /// The emit of `event` with `arguments` to `rooms` (but the socket `except`), as the store writes it.
+    private func roomEmit(_ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: String?)
+        -> RoomEmit
+    {
+        let (packet, attachments) = namespace.eventPacket(event, arguments)
+        return RoomEmit(
+            namespace: namespace.name, room: rooms.first ?? "", packet: packet, attachments: attachments,
+            except: except)
     }
 
     /// Closes `room`'s latest values of `keys` when the transaction commits: none written by any instance after it
@@ -174,12 +181,8 @@ package struct RealtimeEmitter: Sendable {
         _ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: String? = nil,
         to bindings: inout PostgresBindings
     ) throws {
-        let (packet, attachments) = namespace.eventPacket(event, arguments)
         try store.appendEmitArguments(
-            RoomEmit(
-                namespace: namespace.name, room: rooms.first ?? "", packet: packet, attachments: attachments,
-                except: except),
-            toRooms: rooms, to: &bindings)
+            roomEmit(event, arguments, toRooms: rooms, except: except), toRooms: rooms, to: &bindings)
     }
 
     /// Emits one payload to every socket of `userId` when the transaction commits.
