@@ -11,7 +11,7 @@ import Testing
 @Suite("Order service against Postgres and the broker", .timeLimit(.minutes(3)))
 struct OrderServiceIntegrationTests {
     @Test(
-        "the pickup: one transaction, its event log row, OrderPickedUp and the customer's push on the topics, the saga")
+        "the pickup: one statement, its event log row, OrderPickedUp and the customer's push on the topics, the saga")
     func pickup() async throws {
         let harness = try await OrderHarness.get()
         let order = try await harness.readyOrder()
@@ -168,6 +168,37 @@ struct OrderServiceIntegrationTests {
             #expect(log.contains("\"OrderCancelled\"") != log.contains("\"OrderPickedUp\""))
             let final = try await harness.order(order.id)
             #expect(final.status == (log.contains("\"OrderCancelled\"") ? .cancelled : .inTransit))
+        }
+    }
+
+    @Test(
+        "one order changed by many requests at once: the change is written once, whole (log, outbox, order_update), and the others get 409"
+    )
+    func concurrentTransitions() async throws {
+        let harness = try await OrderHarness.get()
+        let order = try await harness.createOrder()
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<8 {
+                group.addTask { try await harness.post("/v1/orders/\(order.id)/accept", harness.vendor).status }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.sorted() == [200] + Array(repeating: 409, count: 7))
+        #expect(try await harness.order(order.id).version == order.version + 1)
+        let id = try #require(UUID(uuidString: order.id))
+        try await withTestDatabase(schema: harness.schema, migrations: []) { database in
+            let logged = try await database.scalar(
+                "SELECT count(*) FROM order_events WHERE aggregate_id = \(id) AND event_type = 'OrderAccepted'",
+                as: Int.self)
+            let queued = try await database.scalar(
+                "SELECT count(*) FROM outbox WHERE message_key = \(order.id) AND event_type = 'OrderAccepted'",
+                as: Int.self)
+            let emitted = try await database.scalar(
+                """
+                SELECT count(*) FROM realtime_emits
+                WHERE room = 'admins' AND packet LIKE '%' || \(order.id) || '%OrderAccepted%'
+                """, as: Int.self)
+            #expect([logged, queued, emitted] == [1, 1, 1])
         }
     }
 

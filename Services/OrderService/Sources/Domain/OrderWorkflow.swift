@@ -4,9 +4,10 @@ import Logging
 import PostgresNIO
 import ServiceKit
 
-/// Applies order transitions: in one transaction, lock the order row, check the rules, write the new state,
-/// append the event to the immutable log and the outbox (and, for the pickup, start the saga and queue the
-/// customer's push). Commit.
+/// Applies order transitions: read the order, check the rules, then in one statement write the new state if the
+/// order is still at the version read, append the event to the immutable log and the outbox, and write its
+/// `order_update` (and, for the pickup, start the saga and queue the customer's push); read again and check again
+/// if another change got there first.
 package struct OrderWorkflow: Sendable {
     package let database: Database
     package let store: OrderStore
@@ -47,15 +48,53 @@ package struct OrderWorkflow: Sendable {
         return order
     }
 
-    /// Applies `action` to order `id` within the caller's transaction and returns the order after it.
+    /// How many times a transition is tried again after another change to the order got there first, before
+    /// giving up with 409.
+    static let maximumAttempts = 8
+
+    /// Applies `action` to order `id` on a connection of `database` without a transaction: the order is read, then
+    /// changed in one statement that commits by itself if the order is still at the version read (two round trips;
+    /// a transaction would add BEGIN and COMMIT). Returns the order after it.
+    package func apply(
+        _ action: OrderAction, to id: UUID, by actor: OrderActor?, reason: String? = nil, in database: Database
+    ) async throws -> OrderView {
+        try await database.withConnection(reading: { try await store.order(id, on: $0) }) { connection, order in
+            try await apply(action, to: id, by: actor, reason: reason, on: connection, read: order)
+        }
+    }
+
+    /// Applies `action` to order `id` on `connection`, in the caller's transaction if it has one, and returns the
+    /// order after it. The order is read without a lock (or taken as `read`) and written only if no other change
+    /// got there first (its version); otherwise it is read again and the rules checked again, up to
+    /// ``maximumAttempts`` times.
     package func apply(
         _ action: OrderAction, to id: UUID, by actor: OrderActor?, reason: String? = nil, offerId: String? = nil,
-        on connection: PostgresConnection
+        on connection: PostgresConnection, read: OrderView? = nil
     ) async throws -> OrderView {
-        var order = try await store.order(id, forUpdate: true, on: connection)
+        var read = read
+        for _ in 0..<Self.maximumAttempts {
+            let before: OrderView
+            if let read { before = read } else { before = try await store.order(id, on: connection) }
+            read = nil
+            if let after = try await change(
+                before, by: action, actor: actor, reason: reason, offerId: offerId, on: connection)
+            {
+                return after
+            }
+        }
+        throw APIError.conflict(
+            .orderStateConflict, "the order kept changing while this request was applied to it; try again")
+    }
+
+    /// Writes `action`'s change to `order` (as read) with its event, or nothing if the rules allow it but it
+    /// changes nothing. Returns the order after it, or nil if another change to the order got there first.
+    private func change(
+        _ before: OrderView, by action: OrderAction, actor: OrderActor?, reason: String?, offerId: String?,
+        on connection: PostgresConnection
+    ) async throws -> OrderView? {
+        var order = before
         let next = try OrderRules.apply(action, to: order.snapshot, by: actor)
-        // Checked, but nothing to record: a photo upload, or the same rider assigned again.
-        if case .uploadProofPhoto = action { return order }
+        // Checked, but nothing to record: the same rider assigned again, no rider to unassign.
         if case .assignRider(let rider) = action, order.rider?.id == rider.id { return order }
         if case .unassignRider = action, order.rider == nil { return order }
         let now = self.now()
@@ -66,27 +105,26 @@ package struct OrderWorkflow: Sendable {
         if !next.riderArrived { order.riderArrivedAt = nil }
         order.version += 1
         order.updatedAt = now
-        try await store.update(order, on: connection)
+        // A proof photo upload records no event: it was checked, and the caller stores the photo.
+        guard
+            let payload = OrderTransitionEvent.payload(
+                for: action, order: order, previousRider: previousRider, actor: actor, reason: reason,
+                offerId: offerId, at: now)
+        else { return before }
+        return try await record(payload) ? order : nil
 
-        let payload = OrderTransitionEvent.payload(
-            for: action, order: order, previousRider: previousRider, actor: actor, reason: reason, offerId: offerId,
-            at: now)
-        if let payload { try await record(payload) }
-        return order
-
-        func record(_ payload: some EventPayload) async throws {
+        func record(_ payload: some EventPayload) async throws -> Bool {
             let envelope = EventEnvelope(aggregateId: order.id, occurredAt: now, payload: payload)
-            var push: [OutboxEntry] = []
-            if case .pickUp = action {
-                push = [
-                    try await startPickupSaga(
-                        order: order, rider: OrderTransitionEvent.pickupRider(of: order, actor: actor),
-                        pickupEventId: envelope.eventId, at: now, on: connection)
-                ]
+            guard case .pickUp = action else {
+                return try await store.recordTransition(order, envelope, actor: actor, on: connection)
             }
-            try await store.record(
-                envelope, aggregateType: "order", sequence: order.version, actor: actor, alsoPublishing: push,
-                on: connection)
+            // The saga starts with the pickup, and the customer's push leaves with its event.
+            let push = Self.pickupNotification(
+                order: order, rider: OrderTransitionEvent.pickupRider(of: order, actor: actor))
+            return try await store.recordTransition(
+                order, envelope, actor: actor,
+                alsoPublishing: [try store.outbox.entry(push, aggregateId: order.customerId)],
+                startingSagaNotifying: push.notificationId, on: connection)
         }
     }
 
@@ -101,17 +139,5 @@ package struct OrderWorkflow: Sendable {
             data: ["link": "app://orders/\(orderId)/track", "orderId": orderId], priority: .high,
             collapseKey: "order-\(orderId)", ttlSeconds: 3600, correlationId: orderId
         )
-    }
-
-    /// Starts the saga of a pickup and returns the customer's push, for the outbox with the pickup's event.
-    private func startPickupSaga(
-        order: OrderView, rider: PersonRef, pickupEventId: UUID, at startedAt: Date, on connection: PostgresConnection
-    ) async throws -> OutboxEntry {
-        let push = Self.pickupNotification(order: order, rider: rider)
-        // The vendor's `order_update` is written with the pickup: that step is done with it.
-        try await store.sagas.start(
-            orderId: order.id, pickupEventId: pickupEventId, notificationId: push.notificationId, at: startedAt,
-            on: connection)
-        return try store.outbox.entry(push, aggregateId: order.customerId)
     }
 }

@@ -8,7 +8,7 @@ import ServiceKit
 // The store and the prepared statements only it runs, kept together: each statement is read with the method using it.
 
 /// The order service's SQL for vendors, orders, service requests and the event log (the pickup saga's is in
-/// ``PickupSagaStore``, reached through ``sagas``). Every write takes the caller's connection, so it joins the
+/// ``PickupSagaStore``, reached through ``sagas``, but for its start, written with the pickup: ``RecordPickup``). Every write takes the caller's connection, so it joins the
 /// caller's transaction.
 package struct OrderStore: Sendable {
     package let outbox: Outbox
@@ -208,13 +208,48 @@ package struct OrderStore: Sendable {
         _ envelope: EventEnvelope<Payload>, aggregateType: String, sequence: Int, actor: OrderActor?,
         alsoPublishing earlier: [OutboxEntry] = [], on connection: PostgresConnection
     ) async throws {
+        let bindings = try recordBindings(
+            envelope, aggregateType: aggregateType, sequence: sequence, actor: actor, alsoPublishing: earlier)
+        try await connection.queryWhileOpen(RecordOrderEvent.self, bindings, logger: logger)
+    }
+
+    /// Writes `order`'s new state if it is still at the version before (`order.version - 1`), with what ``record``
+    /// writes for `envelope` (the order's next log entry) and, when `startingSagaNotifying` names the customer's
+    /// push, the pickup's saga: one statement, atomic without a transaction. Returns false, with nothing written,
+    /// if another change to the order got there first.
+    package func recordTransition<Payload: EventPayload>(
+        _ order: OrderView, _ envelope: EventEnvelope<Payload>, actor: OrderActor?,
+        alsoPublishing earlier: [OutboxEntry] = [], startingSagaNotifying notificationId: String? = nil,
+        on connection: PostgresConnection
+    ) async throws -> Bool {
+        var bindings = try recordBindings(
+            envelope, aggregateType: "order", sequence: order.version, actor: actor, alsoPublishing: earlier)
+        bindings.append(order.status.rawValue)
+        bindings.append(order.rider?.id)
+        bindings.append(order.rider?.name)
+        bindings.append(order.riderArrivedAt)
+        let rows: [PostgresRow]
+        if let notificationId {
+            bindings.append(notificationId)
+            rows = try await connection.queryWhileOpen(RecordPickup.self, bindings, logger: logger)
+        } else {
+            rows = try await connection.queryWhileOpen(RecordOrderTransition.self, bindings, logger: logger)
+        }
+        return !rows.isEmpty
+    }
+
+    /// The values of ``RecordOrderEvent``'s parameters.
+    private func recordBindings<Payload: EventPayload>(
+        _ envelope: EventEnvelope<Payload>, aggregateType: String, sequence: Int, actor: OrderActor?,
+        alsoPublishing earlier: [OutboxEntry]
+    ) throws -> PostgresBindings {
         let entry = try OutboxEntry(envelope)
         var bindings = PostgresBindings(
             UUID(uuidString: envelope.aggregateId), aggregateType, sequence, envelope.eventId, envelope.type, actor?.id,
             actor?.role.rawValue, entry.payload, envelope.occurredAt)
         outbox.appendWriteArguments(earlier + [entry], to: &bindings)
         try updates.appendEmitArguments(envelope, to: &bindings)
-        try await connection.queryWhileOpen(RecordOrderEvent.self, bindings, logger: logger)
+        return bindings
     }
 
     /// The event log of an order or service request, oldest first.
@@ -324,16 +359,52 @@ enum UpdateOrder: PreparedStatementText {
         """
 }
 
+/// The columns of an `order_events` row and their values from $1-$9 (``RecordOrderEvent``).
+private let orderEventColumns = """
+    order_events (aggregate_id, aggregate_type, sequence, event_id, event_type, actor_id, actor_role, envelope,
+                  occurred_at)
+    """
+private let orderEventValues = """
+    $1::uuid, $2::text, $3::integer, $4::uuid, $5::text, $6::text, $7::text, $8::jsonb, $9::timestamptz
+    """
+
 /// Appends event $4 of type $5 to aggregate $1 (of type $2) as entry $3, by actor $6 in role $7: envelope $8,
-/// occurred at $9; writes the outbox's rows ($10-$15) and the event's `order_update` (from $16).
+/// occurred at $9; writes the outbox's rows ($10-$15) and the event's `order_update` ($16-$22).
 enum RecordOrderEvent: PreparedStatementText {
     static let sql = """
-        WITH logged AS (
-            INSERT INTO order_events
-                (aggregate_id, aggregate_type, sequence, event_id, event_type, actor_id, actor_role, envelope,
-                 occurred_at)
-            VALUES ($1::uuid, $2::text, $3::integer, $4::uuid, $5::text, $6::text, $7::text, $8::jsonb, $9::timestamptz)
-        )
+        WITH logged AS (INSERT INTO \(orderEventColumns) VALUES (\(orderEventValues)))
         SELECT \(Outbox.writeCall(parametersFrom: 10)), \(OrderUpdates.emitCall(parametersFrom: 16))
         """
+}
+
+/// ``RecordOrderEvent`` for order $1's transition to version $3 at $9, if it is still at the version before: its
+/// status $23, rider $24 named $25 and arrival $26 written with it. A row if it was written, none if not.
+enum RecordOrderTransition: PreparedStatementText {
+    static let sql = transitionSQL()
+}
+
+/// ``RecordOrderTransition`` of a pickup, whose saga starts with it (the customer's push $27; the vendor's step is
+/// the pickup's `order_update`).
+enum RecordPickup: PreparedStatementText {
+    static let sql = transitionSQL(
+        also: """
+            saga AS (
+                INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id, started_at, vendor_updated_at)
+                SELECT id, $4::uuid, $27::text, $9::timestamptz, $9::timestamptz FROM updated
+            ),
+            """)
+}
+
+/// The statement of an order's transition, with `also` (CTEs reading `updated`) written with it.
+private func transitionSQL(also: String = "") -> String {
+    """
+    WITH updated AS (
+        UPDATE orders SET status = $23::text, rider_id = $24::text, rider_name = $25::text,
+               rider_arrived_at = $26::timestamptz, version = $3::integer, updated_at = $9::timestamptz
+        WHERE id = $1::uuid AND version = $3::integer - 1
+        RETURNING id
+    ), \(also)
+    logged AS (INSERT INTO \(orderEventColumns) SELECT \(orderEventValues) FROM updated)
+    SELECT \(Outbox.writeCall(parametersFrom: 10)), \(OrderUpdates.emitCall(parametersFrom: 16)) FROM updated
+    """
 }

@@ -20,15 +20,6 @@ package struct PickupSagaStore: Sendable {
         package var republishCount: Int
     }
 
-    /// Starts order `orderId`'s saga at `startedAt`, its vendor step done with the pickup.
-    package func start(
-        orderId: String, pickupEventId: UUID, notificationId: String, at startedAt: Date,
-        on connection: PostgresConnection
-    ) async throws {
-        let bindings = PostgresBindings(UUID(uuidString: orderId), pickupEventId, notificationId, startedAt)
-        try await connection.queryWhileOpen(StartPickupSaga.self, bindings, logger: logger)
-    }
-
     /// Order `orderId`'s saga, nil if it has none.
     package func view(of orderId: UUID, on connection: PostgresConnection) async throws -> PickupSagaView? {
         let rows = try await connection.queryWhileOpen(
@@ -156,12 +147,4 @@ package struct PickupSagaStore: Sendable {
             logger: logger
         )
     }
-}
-
-/// Starts order $1's saga for pickup event $2 and push $3 at $4, its vendor step done then.
-enum StartPickupSaga: PreparedStatementText {
-    static let sql = """
-        INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id, started_at, vendor_updated_at)
-        VALUES ($1::uuid, $2::uuid, $3::text, $4::timestamptz, $4::timestamptz)
-        """
 }

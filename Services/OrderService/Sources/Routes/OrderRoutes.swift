@@ -189,6 +189,11 @@ package struct OrderRoutes: Sendable {
         }
         let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
         let actor = OrderActor(id: identity.userId, role: identity.role)
+        guard idempotency.key != nil else {
+            // Without a key there is no answer to store with the change: it commits by itself (two round trips).
+            let order = try await workflow.apply(action, to: id, by: actor, reason: reason, in: database)
+            return IdempotentRequest.response(status: 200, body: try ContractCoding.encode(order), replayed: false)
+        }
         return try await database.idempotentTransaction(idempotency) { [reason] connection in
             try await workflow.apply(action, to: id, by: actor, reason: reason, on: connection)
         }
@@ -218,7 +223,9 @@ package struct OrderRoutes: Sendable {
         }
         let idempotency = try IdempotentRequest(request: request, body: bytes, userId: identity.userId)
         return try await database.idempotentTransaction(idempotency, status: .created) { connection in
-            _ = try await workflow.apply(.uploadProofPhoto, to: id, by: actor, on: connection)
+            // Locked, so that a reassignment waits for the upload, or the upload sees it.
+            let current = try await store.order(id, forUpdate: true, on: connection)
+            _ = try OrderRules.apply(.uploadProofPhoto, to: current.snapshot, by: actor)
             try await store.insertProofPhoto(
                 orderId: id, contentType: contentType, bytes: bytes, riderId: identity.userId, on: connection)
             let order = try await store.order(id, on: connection)
