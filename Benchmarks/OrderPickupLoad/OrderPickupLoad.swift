@@ -25,6 +25,8 @@ struct OrderPickupLoad: AsyncParsableCommand {
     @Option(help: "Pickups a second, started on schedule whatever the answers (open loop); closed loop if absent.")
     var rate: Double?
     @Option(help: "The order service's process id, to report its resident memory.") var servicePid: Int32?
+    @Flag(help: "Send each pickup with an Idempotency-Key of its own, as apps retrying safely do.")
+    var idempotencyKeys = false
     @Option(help: "The dev key pair that signs tokens the service accepts.") var keyDir = ".local/dev-keys"
     @Option(help: "Token issuer (the service's JWT_ISSUER).") var issuer = "https://auth.delivery.local"
     @Option(help: "Token audience (the service's JWT_AUDIENCE).") var audience = "delivery-platform"
@@ -50,10 +52,13 @@ struct OrderPickupLoad: AsyncParsableCommand {
             idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
 
-        @Sendable func post(_ path: String, _ token: String, _ body: String? = nil) async throws -> (Int, Data) {
+        @Sendable func post(_ path: String, _ token: String, _ body: String? = nil, key: String? = nil) async throws
+            -> (Int, Data)
+        {
             var request = HTTPClientRequest(url: url + path)
             request.method = .POST
             request.headers.add(name: "Authorization", value: "Bearer \(token)")
+            if let key { request.headers.add(name: "Idempotency-Key", value: key) }
             if let body {
                 request.headers.add(name: "Content-Type", value: "application/json")
                 request.body = .bytes(ByteBuffer(string: body))
@@ -131,7 +136,8 @@ struct OrderPickupLoad: AsyncParsableCommand {
         let clock = ContinuousClock()
         // A pickup that fails, by its status or by an error (a timeout), counts as a failure and is still timed.
         @Sendable func pickUp(_ id: String, timedFrom began: ContinuousClock.Instant) async {
-            let status = try? await post("/v1/orders/\(id)/pickup", rider).0
+            let key = idempotencyKeys ? UUID().uuidString : nil
+            let status = try? await post("/v1/orders/\(id)/pickup", rider, key: key).0
             latencies.add(since: began)
             if status != 200 { failures.increment() }
         }

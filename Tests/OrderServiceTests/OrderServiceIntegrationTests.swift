@@ -224,6 +224,25 @@ struct OrderServiceIntegrationTests {
         #expect(without.status == 409)
     }
 
+    @Test("the same Idempotency-Key sent many times at once: one change, every request gets its answer")
+    func concurrentRetries() async throws {
+        let harness = try await OrderHarness.get()
+        let order = try await harness.readyOrder()
+        let key = UUID().uuidString
+        let answers = try await withThrowingTaskGroup(of: ServiceClient.Answer.self) { group in
+            for _ in 0..<8 {
+                group.addTask { try await harness.post("/v1/orders/\(order.id)/pickup", harness.rider, key: key) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.map(\.status) == Array(repeating: 200, count: 8))
+        #expect(Set(answers.map(\.body)).count == 1)
+        #expect(answers.filter { $0.headers["idempotent-replayed"] == "true" }.count == 7)
+        let log = try await harness.client.get("/v1/orders/\(order.id)/events", token: harness.admin).text
+        #expect(log.components(separatedBy: "\"OrderPickedUp\"").count == 2)
+        #expect(try await harness.order(order.id).version == order.version + 1)
+    }
+
     @Test("the event log refuses UPDATE, DELETE and TRUNCATE")
     func appendOnlyLog() async throws {
         let harness = try await OrderHarness.get()

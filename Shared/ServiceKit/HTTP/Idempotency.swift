@@ -7,12 +7,16 @@ import Logging
 import NIOCore
 import PostgresNIO
 
-/// `Idempotency-Key` handling for state-changing requests, inside the caller's transaction.
+/// `Idempotency-Key` handling for state-changing requests, inside the caller's transaction
+/// (``Database/idempotentTransaction(_:status:_:)``) or in the one statement that makes the change
+/// (``storeSQL(parametersFrom:readingFrom:)``).
 ///
 /// The first request with a key runs and its answer is stored with the change it made, atomically; a retry with
 /// the same key and the same request (method, path, body) gets the stored answer and changes nothing; the same
-/// key with another request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. Concurrent retries wait on the key's
-/// row lock. Answers that are errors are not stored (the transaction rolls back), so a retry runs again.
+/// key with another request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. In a transaction, concurrent retries
+/// wait on the key's lock; a statement does not take it, so of two requests storing under one key at once, the
+/// second fails (``isKeyTaken(_:)``) and is answered from what the first stored. Answers that are errors are not
+/// stored, so a retry runs again.
 package struct IdempotentRequest: Sendable {
     package let userId: String
     package let key: String?
@@ -44,6 +48,11 @@ package struct IdempotentRequest: Sendable {
     package struct StoredAnswer: Sendable {
         package var status: Int
         package var body: Data
+
+        package init(status: Int, body: Data) {
+            self.status = status
+            self.body = body
+        }
     }
 
     /// Takes the key on `connection` (in a transaction): nil if it is new (run the request, then ``store``),
@@ -54,6 +63,14 @@ package struct IdempotentRequest: Sendable {
         // Serializes concurrent requests with one key; released at the end of the transaction.
         try await connection.queryWhileOpen(
             "SELECT pg_advisory_xact_lock(hashtext(\(userId + "\u{1F}" + key)))", logger: logger)
+        return try await storedAnswer(on: connection, logger: logger)
+    }
+
+    /// The stored answer of the first request with this key, nil if there is none yet, without taking the key: for
+    /// a change that stores its answer in its own statement (``storeSQL(parametersFrom:readingFrom:)``).
+    /// - Throws: 422 `IDEMPOTENCY_KEY_REUSED` if the key was used for another request.
+    package func storedAnswer(on connection: PostgresConnection, logger: Logger) async throws -> StoredAnswer? {
+        guard let key else { return nil }
         let rows = try await connection.queryWhileOpen(
             """
             SELECT request_fingerprint, status, response_body FROM idempotency_keys
@@ -74,13 +91,37 @@ package struct IdempotentRequest: Sendable {
 
     /// Stores the answer of the first request under the key, in the same transaction as its change.
     package func store(status: Int, body: Data, on connection: PostgresConnection, logger: Logger) async throws {
-        guard let key else { return }
-        try await connection.queryWhileOpen(
-            """
-            INSERT INTO idempotency_keys (user_id, idempotency_key, request_fingerprint, status, response_body)
-            VALUES (\(userId), \(key), \(fingerprint), \(status), \(ByteBuffer(data: body)))
-            """, logger: logger
-        )
+        guard key != nil else { return }
+        var bindings = PostgresBindings()
+        appendStoreArguments(status: status, body: body, to: &bindings)
+        try await connection.queryWhileOpen(StoreAnswer.self, bindings, logger: logger)
+    }
+
+    /// An INSERT that stores an answer (for each row of `source`, a CTE of the caller's statement that has a row
+    /// when its change was made), with the five values of ``appendStoreArguments(status:body:to:)`` numbered from
+    /// `first`: the answer stored in the statement that makes the change. Another request with the key storing
+    /// first fails the statement (``isKeyTaken(_:)``).
+    package static func storeSQL(parametersFrom first: Int, readingFrom source: String? = nil) -> String {
+        """
+        INSERT INTO idempotency_keys (user_id, idempotency_key, request_fingerprint, status, response_body)
+        SELECT $\(first)::text, $\(first + 1)::text, $\(first + 2)::text, $\(first + 3)::integer, $\(first + 4)::bytea
+        """ + (source.map { " FROM \($0)" } ?? "")
+    }
+
+    /// Appends the values of ``storeSQL(parametersFrom:readingFrom:)`` that store `body` answered with `status`.
+    package func appendStoreArguments(status: Int, body: Data, to bindings: inout PostgresBindings) {
+        bindings.append(userId)
+        bindings.append(key)
+        bindings.append(fingerprint)
+        bindings.append(status)
+        bindings.append(ByteBuffer(data: body))
+    }
+
+    /// Whether `error` failed a statement storing an answer because another request with the key stored its own
+    /// first: read that answer (the first request's, or 422 for another request's).
+    package static func isKeyTaken(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError else { return false }
+        return error.sqlState == "23505" && error.serverInfo?[.constraintName] == "idempotency_keys_pkey"
     }
 
     /// The HTTP answer for a stored or fresh JSON body.
@@ -100,13 +141,29 @@ extension Database {
         _ request: IdempotentRequest, status: HTTPResponse.Status = .ok,
         _ body: @Sendable (PostgresConnection) async throws -> Answer
     ) async throws -> Response {
-        let (stored, replayed) = try await transaction { connection -> (IdempotentRequest.StoredAnswer, Bool) in
-            if let previous = try await request.replay(on: connection, logger: logger) { return (previous, true) }
-            let answer = try await body(connection)
-            let encoded = try ContractCoding.encode(answer)
-            try await request.store(status: Int(status.code), body: encoded, on: connection, logger: logger)
-            return (IdempotentRequest.StoredAnswer(status: Int(status.code), body: encoded), false)
+        var keyTaken = false
+        while true {
+            do {
+                let (stored, replayed) = try await transaction { connection in
+                    if let previous = try await request.replay(on: connection, logger: logger) {
+                        return (previous, true)
+                    }
+                    let answer = try await body(connection)
+                    let encoded = try ContractCoding.encode(answer)
+                    try await request.store(status: Int(status.code), body: encoded, on: connection, logger: logger)
+                    return (IdempotentRequest.StoredAnswer(status: Int(status.code), body: encoded), false)
+                }
+                return IdempotentRequest.response(status: stored.status, body: stored.body, replayed: replayed)
+            } catch  where !keyTaken && IdempotentRequest.isKeyTaken(error) {
+                // A request that stores its answer in its own statement (without the key's lock) stored one first:
+                // the transaction, run again, replays it or refuses the key.
+                keyTaken = true
+            }
         }
-        return IdempotentRequest.response(status: stored.status, body: stored.body, replayed: replayed)
     }
+}
+
+/// Stores an answer under its key: ``IdempotentRequest/storeSQL(parametersFrom:readingFrom:)`` on its own.
+enum StoreAnswer: PreparedStatementText {
+    static let sql = IdempotentRequest.storeSQL(parametersFrom: 1)
 }

@@ -52,45 +52,82 @@ package struct OrderWorkflow: Sendable {
     /// giving up with 409.
     static let maximumAttempts = 8
 
-    /// Applies `action` to order `id` on a connection of `database` without a transaction: the order is read, then
-    /// changed in one statement that commits by itself if the order is still at the version read (two round trips;
-    /// a transaction would add BEGIN and COMMIT). Returns the order after it.
+    /// Applies `action` to order `id` on a connection of `database` without a transaction, and answers `request`:
+    /// the order is read, then changed in one statement that commits by itself if the order is still at the version
+    /// read (a transaction would add BEGIN and COMMIT), with the answer stored under the request's Idempotency-Key
+    /// if it has one. A request whose key has an answer gets that answer, replayed, and changes nothing. Two round
+    /// trips without a key, three with one.
+    /// - Throws: 422 `IDEMPOTENCY_KEY_REUSED` if the key was used for another request.
     package func apply(
-        _ action: OrderAction, to id: UUID, by actor: OrderActor?, reason: String? = nil, in database: Database
-    ) async throws -> OrderView {
-        try await database.withConnection(reading: { try await store.order(id, on: $0) }) { connection, order in
-            try await apply(action, to: id, by: actor, reason: reason, on: connection, read: order)
+        _ action: OrderAction, to id: UUID, by actor: OrderActor?, reason: String? = nil,
+        answering request: IdempotentRequest, in database: Database
+    ) async throws -> (answer: IdempotentRequest.StoredAnswer, replayed: Bool) {
+        // The order before the stored answer: an answer stored after the order was read is then seen, and one
+        // stored later finds the order changed when this request writes. Read before any write, so that a pooled
+        // connection found closed fails with nothing done, and all starts again.
+        let read = { @Sendable (connection: PostgresConnection) in
+            let order = try await store.order(id, on: connection)
+            return (order, try await request.storedAnswer(on: connection, logger: store.logger))
+        }
+        return try await database.withConnection(reading: read) { connection, first in
+            var (before, stored) = first
+            for attempt in 0..<Self.maximumAttempts {
+                if attempt > 0 { (before, stored) = try await read(connection) }
+                if let stored { return (stored, true) }
+                do {
+                    if let after = try await change(
+                        before, by: action, actor: actor, reason: reason, offerId: nil, answering: request,
+                        on: connection)
+                    {
+                        return (try Self.answer(after), false)
+                    }
+                } catch  where IdempotentRequest.isKeyTaken(error) {
+                    // Another request stored an answer under the key first: read next (422 if it was another request).
+                }
+            }
+            // The last attempt may have lost to this key's own first request.
+            if let stored = try await request.storedAnswer(on: connection, logger: store.logger) {
+                return (stored, true)
+            }
+            throw Self.keptChanging
         }
     }
 
+    /// What a transition's request is answered, and stored under its key: 200 with the order after it.
+    static func answer(_ order: OrderView) throws -> IdempotentRequest.StoredAnswer {
+        IdempotentRequest.StoredAnswer(status: 200, body: try ContractCoding.encode(order))
+    }
+
     /// Applies `action` to order `id` on `connection`, in the caller's transaction if it has one, and returns the
-    /// order after it. The order is read without a lock (or taken as `read`) and written only if no other change
-    /// got there first (its version); otherwise it is read again and the rules checked again, up to
-    /// ``maximumAttempts`` times.
+    /// order after it. The order is read without a lock and written only if no other change got there first (its
+    /// version); otherwise it is read again and the rules checked again, up to ``maximumAttempts`` times.
     package func apply(
         _ action: OrderAction, to id: UUID, by actor: OrderActor?, reason: String? = nil, offerId: String? = nil,
-        on connection: PostgresConnection, read: OrderView? = nil
+        on connection: PostgresConnection
     ) async throws -> OrderView {
-        var read = read
         for _ in 0..<Self.maximumAttempts {
-            let before: OrderView
-            if let read { before = read } else { before = try await store.order(id, on: connection) }
-            read = nil
+            let before = try await store.order(id, on: connection)
             if let after = try await change(
-                before, by: action, actor: actor, reason: reason, offerId: offerId, on: connection)
+                before, by: action, actor: actor, reason: reason, offerId: offerId, answering: nil, on: connection)
             {
                 return after
             }
         }
-        throw APIError.conflict(
+        throw Self.keptChanging
+    }
+
+    /// The 409 of a transition that lost to other changes of the order ``maximumAttempts`` times.
+    private static var keptChanging: APIError {
+        APIError.conflict(
             .orderStateConflict, "the order kept changing while this request was applied to it; try again")
     }
 
-    /// Writes `action`'s change to `order` (as read) with its event, or nothing if the rules allow it but it
-    /// changes nothing. Returns the order after it, or nil if another change to the order got there first.
+    /// Writes `action`'s change to `order` (as read) with its event and the answer to `request`, or nothing if the
+    /// rules allow it but it changes nothing. Returns the order after it, or nil if another change to the order got
+    /// there first.
     private func change(
         _ before: OrderView, by action: OrderAction, actor: OrderActor?, reason: String?, offerId: String?,
-        on connection: PostgresConnection
+        answering request: IdempotentRequest?, on connection: PostgresConnection
     ) async throws -> OrderView? {
         var order = before
         let next = try OrderRules.apply(action, to: order.snapshot, by: actor)
@@ -111,12 +148,15 @@ package struct OrderWorkflow: Sendable {
                 for: action, order: order, previousRider: previousRider, actor: actor, reason: reason,
                 offerId: offerId, at: now)
         else { return before }
+        var answering: (request: IdempotentRequest, answer: IdempotentRequest.StoredAnswer)?
+        if let request, request.key != nil { answering = (request, try Self.answer(order)) }
         return try await record(payload) ? order : nil
 
         func record(_ payload: some EventPayload) async throws -> Bool {
             let envelope = EventEnvelope(aggregateId: order.id, occurredAt: now, payload: payload)
             guard case .pickUp = action else {
-                return try await store.recordTransition(order, envelope, actor: actor, on: connection)
+                return try await store.recordTransition(
+                    order, envelope, actor: actor, answering: answering, on: connection)
             }
             // The saga starts with the pickup, and the customer's push leaves with its event.
             let push = Self.pickupNotification(
@@ -124,7 +164,7 @@ package struct OrderWorkflow: Sendable {
             return try await store.recordTransition(
                 order, envelope, actor: actor,
                 alsoPublishing: [try store.outbox.entry(push, aggregateId: order.customerId)],
-                startingSagaNotifying: push.notificationId, on: connection)
+                startingSagaNotifying: push.notificationId, answering: answering, on: connection)
         }
     }
 

@@ -214,12 +214,14 @@ package struct OrderStore: Sendable {
     }
 
     /// Writes `order`'s new state if it is still at the version before (`order.version - 1`), with what ``record``
-    /// writes for `envelope` (the order's next log entry) and, when `startingSagaNotifying` names the customer's
-    /// push, the pickup's saga: one statement, atomic without a transaction. Returns false, with nothing written,
-    /// if another change to the order got there first.
+    /// writes for `envelope` (the order's next log entry), the pickup's saga when `startingSagaNotifying` names the
+    /// customer's push, and `answering`'s answer under its request's Idempotency-Key: one statement, atomic without a
+    /// transaction. Returns false, with nothing written, if another change to the order got there first.
+    /// - Throws: what ``IdempotentRequest/isKeyTaken(_:)`` recognises if another request with the key stored first.
     package func recordTransition<Payload: EventPayload>(
         _ order: OrderView, _ envelope: EventEnvelope<Payload>, actor: OrderActor?,
         alsoPublishing earlier: [OutboxEntry] = [], startingSagaNotifying notificationId: String? = nil,
+        answering: (request: IdempotentRequest, answer: IdempotentRequest.StoredAnswer)? = nil,
         on connection: PostgresConnection
     ) async throws -> Bool {
         var bindings = try recordBindings(
@@ -228,13 +230,20 @@ package struct OrderStore: Sendable {
         bindings.append(order.rider?.id)
         bindings.append(order.rider?.name)
         bindings.append(order.riderArrivedAt)
-        let rows: [PostgresRow]
-        if let notificationId {
-            bindings.append(notificationId)
-            rows = try await connection.queryWhileOpen(RecordPickup.self, bindings, logger: logger)
-        } else {
-            rows = try await connection.queryWhileOpen(RecordOrderTransition.self, bindings, logger: logger)
+        if let notificationId { bindings.append(notificationId) }
+        let answered = answering?.request.key != nil
+        if let (request, answer) = answering, answered {
+            request.appendStoreArguments(status: answer.status, body: answer.body, to: &bindings)
         }
+        let rows =
+            switch (notificationId != nil, answered) {
+            case (false, false):
+                try await connection.queryWhileOpen(RecordOrderTransition.self, bindings, logger: logger)
+            case (true, false): try await connection.queryWhileOpen(RecordPickup.self, bindings, logger: logger)
+            case (false, true):
+                try await connection.queryWhileOpen(RecordAnsweredOrderTransition.self, bindings, logger: logger)
+            case (true, true): try await connection.queryWhileOpen(RecordAnsweredPickup.self, bindings, logger: logger)
+            }
         return !rows.isEmpty
     }
 
@@ -380,31 +389,49 @@ enum RecordOrderEvent: PreparedStatementText {
 /// ``RecordOrderEvent`` for order $1's transition to version $3 at $9, if it is still at the version before: its
 /// status $23, rider $24 named $25 and arrival $26 written with it. A row if it was written, none if not.
 enum RecordOrderTransition: PreparedStatementText {
-    static let sql = transitionSQL()
+    static let sql = transitionSQL(startingSaga: false, storingAnswer: false)
 }
 
 /// ``RecordOrderTransition`` of a pickup, whose saga starts with it (the customer's push $27; the vendor's step is
 /// the pickup's `order_update`).
 enum RecordPickup: PreparedStatementText {
-    static let sql = transitionSQL(
-        also: """
+    static let sql = transitionSQL(startingSaga: true, storingAnswer: false)
+}
+
+/// ``RecordOrderTransition`` with the answer of the request that made it stored under its Idempotency-Key ($27-$31).
+enum RecordAnsweredOrderTransition: PreparedStatementText {
+    static let sql = transitionSQL(startingSaga: false, storingAnswer: true)
+}
+
+/// ``RecordPickup`` with the answer of the request that made it stored under its Idempotency-Key ($28-$32).
+enum RecordAnsweredPickup: PreparedStatementText {
+    static let sql = transitionSQL(startingSaga: true, storingAnswer: true)
+}
+
+/// The statement of an order's transition (``RecordOrderTransition``), the saga's start and the answer's store
+/// written with it when asked.
+private func transitionSQL(startingSaga: Bool, storingAnswer: Bool) -> String {
+    var also = ""
+    if startingSaga {
+        also += """
             saga AS (
                 INSERT INTO pickup_sagas (order_id, pickup_event_id, notification_id, started_at, vendor_updated_at)
                 SELECT id, $4::uuid, $27::text, $9::timestamptz, $9::timestamptz FROM updated
             ),
-            """)
-}
-
-/// The statement of an order's transition, with `also` (CTEs reading `updated`) written with it.
-private func transitionSQL(also: String = "") -> String {
-    """
-    WITH updated AS (
-        UPDATE orders SET status = $23::text, rider_id = $24::text, rider_name = $25::text,
-               rider_arrived_at = $26::timestamptz, version = $3::integer, updated_at = $9::timestamptz
-        WHERE id = $1::uuid AND version = $3::integer - 1
-        RETURNING id
-    ), \(also)
-    logged AS (INSERT INTO \(orderEventColumns) SELECT \(orderEventValues) FROM updated)
-    SELECT \(Outbox.writeCall(parametersFrom: 10)), \(OrderUpdates.emitCall(parametersFrom: 16)) FROM updated
-    """
+            """
+    }
+    if storingAnswer {
+        let first = startingSaga ? 28 : 27
+        also += "answered AS (\(IdempotentRequest.storeSQL(parametersFrom: first, readingFrom: "updated"))),"
+    }
+    return """
+        WITH updated AS (
+            UPDATE orders SET status = $23::text, rider_id = $24::text, rider_name = $25::text,
+                   rider_arrived_at = $26::timestamptz, version = $3::integer, updated_at = $9::timestamptz
+            WHERE id = $1::uuid AND version = $3::integer - 1
+            RETURNING id
+        ), \(also)
+        logged AS (INSERT INTO \(orderEventColumns) SELECT \(orderEventValues) FROM updated)
+        SELECT \(Outbox.writeCall(parametersFrom: 10)), \(OrderUpdates.emitCall(parametersFrom: 16)) FROM updated
+        """
 }

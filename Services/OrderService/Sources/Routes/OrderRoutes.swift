@@ -189,14 +189,9 @@ package struct OrderRoutes: Sendable {
         }
         let idempotency = try IdempotentRequest(request: request, body: body, userId: identity.userId)
         let actor = OrderActor(id: identity.userId, role: identity.role)
-        guard idempotency.key != nil else {
-            // Without a key there is no answer to store with the change: it commits by itself (two round trips).
-            let order = try await workflow.apply(action, to: id, by: actor, reason: reason, in: database)
-            return IdempotentRequest.response(status: 200, body: try ContractCoding.encode(order), replayed: false)
-        }
-        return try await database.idempotentTransaction(idempotency) { [reason] connection in
-            try await workflow.apply(action, to: id, by: actor, reason: reason, on: connection)
-        }
+        let (answer, replayed) = try await workflow.apply(
+            action, to: id, by: actor, reason: reason, answering: idempotency, in: database)
+        return IdempotentRequest.response(status: answer.status, body: answer.body, replayed: replayed)
     }
 
     // MARK: Proof of delivery
