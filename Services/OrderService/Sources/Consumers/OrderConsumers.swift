@@ -45,7 +45,8 @@ package struct RiderAssignmentConsumer: Sendable {
             try await refuse(refusal, status: .status(order.status), order: order, on: connection)
             return
         }
-        _ = try await workflow.apply(.assignRider(rider), to: orderId, by: nil, offerId: offerId, on: connection)
+        _ = try await workflow.apply(
+            .assignRider(rider), to: orderId, by: nil, offerId: offerId, on: connection, read: order)
     }
 
     /// Unassigns the released rider if they still hold the order before pickup; otherwise (picked up, cancelled,
@@ -68,7 +69,7 @@ package struct RiderAssignmentConsumer: Sendable {
                 metadata: ["order.id": "\(released.orderId)", "rider.id": "\(released.riderId)"])
             return
         }
-        _ = try await workflow.apply(.unassignRider, to: orderId, by: nil, on: connection)
+        _ = try await workflow.apply(.unassignRider, to: orderId, by: nil, on: connection, read: order)
     }
 
     private struct Refusal {

@@ -99,14 +99,18 @@ package struct OrderWorkflow: Sendable {
     }
 
     /// Applies `action` to order `id` on `connection`, in the caller's transaction if it has one, and returns the
-    /// order after it. The order is read without a lock and written only if no other change got there first (its
-    /// version); otherwise it is read again and the rules checked again, up to ``maximumAttempts`` times.
+    /// order after it. The order is read without a lock (or taken as `read`, if the caller just read it) and written
+    /// only if no other change got there first (its version); otherwise it is read again and the rules checked
+    /// again, up to ``maximumAttempts`` times.
     package func apply(
         _ action: OrderAction, to id: UUID, by actor: OrderActor?, reason: String? = nil, offerId: String? = nil,
-        on connection: PostgresConnection
+        on connection: PostgresConnection, read: OrderView? = nil
     ) async throws -> OrderView {
+        var read = read
         for _ in 0..<Self.maximumAttempts {
-            let before = try await store.order(id, on: connection)
+            let before: OrderView
+            if let read { before = read } else { before = try await store.order(id, on: connection) }
+            read = nil
             if let after = try await change(
                 before, by: action, actor: actor, reason: reason, offerId: offerId, answering: nil, on: connection)
             {
