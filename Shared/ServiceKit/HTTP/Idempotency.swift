@@ -73,20 +73,33 @@ package struct IdempotentRequest: Sendable {
         guard let key else { return nil }
         let rows = try await connection.queryWhileOpen(
             """
-            SELECT request_fingerprint, status, response_body FROM idempotency_keys
+            SELECT \(unescaped: Self.storedColumns(of: "idempotency_keys")) FROM idempotency_keys
             WHERE user_id = \(userId) AND idempotency_key = \(key)
             """, logger: logger
         )
-        for try await (storedFingerprint, status, body) in rows.decode((String, Int, ByteBuffer).self) {
-            guard storedFingerprint == fingerprint else {
-                throw APIError(
-                    .unprocessableContent, code: .idempotencyKeyReused,
-                    message: "this Idempotency-Key was already used for a different request"
-                )
-            }
-            return StoredAnswer(status: status, body: Data(buffer: body))
-        }
+        for try await row in rows { return try storedAnswer(in: row.makeRandomAccess()) }
         return nil
+    }
+
+    /// The columns of a stored answer that ``storedAnswer(in:)`` reads, from `table` (`idempotency_keys` or its
+    /// alias), for a statement that reads it with something else.
+    package static func storedColumns(of table: String) -> String {
+        "\(table).request_fingerprint, \(table).status AS answer_status, \(table).response_body"
+    }
+
+    /// The stored answer in `row` (its ``storedColumns(of:)``, null if there is none).
+    /// - Throws: 422 `IDEMPOTENCY_KEY_REUSED` if the key was used for another request.
+    package func storedAnswer(in row: PostgresRandomAccessRow) throws -> StoredAnswer? {
+        guard let storedFingerprint = try row["request_fingerprint"].decode(String?.self) else { return nil }
+        guard storedFingerprint == fingerprint else {
+            throw APIError(
+                .unprocessableContent, code: .idempotencyKeyReused,
+                message: "this Idempotency-Key was already used for a different request"
+            )
+        }
+        return StoredAnswer(
+            status: try row["answer_status"].decode(Int.self),
+            body: Data(buffer: try row["response_body"].decode(ByteBuffer.self)))
     }
 
     /// Stores the answer of the first request under the key, in the same transaction as its change.

@@ -56,18 +56,17 @@ package struct OrderWorkflow: Sendable {
     /// the order is read, then changed in one statement that commits by itself if the order is still at the version
     /// read (a transaction would add BEGIN and COMMIT), with the answer stored under the request's Idempotency-Key
     /// if it has one. A request whose key has an answer gets that answer, replayed, and changes nothing. Two round
-    /// trips without a key, three with one.
+    /// trips, with a key or without.
     /// - Throws: 422 `IDEMPOTENCY_KEY_REUSED` if the key was used for another request.
     package func apply(
         _ action: OrderAction, to id: UUID, by actor: OrderActor?, reason: String? = nil,
         answering request: IdempotentRequest, in database: Database
     ) async throws -> (answer: IdempotentRequest.StoredAnswer, replayed: Bool) {
-        // The order before the stored answer: an answer stored after the order was read is then seen, and one
-        // stored later finds the order changed when this request writes. Read before any write, so that a pooled
-        // connection found closed fails with nothing done, and all starts again.
+        // The order and the stored answer in one snapshot: an answer stored later finds the order changed when this
+        // request writes. Read before any write, so that a pooled connection found closed fails with nothing done,
+        // and all starts again.
         let read = { @Sendable (connection: PostgresConnection) in
-            let order = try await store.order(id, on: connection)
-            return (order, try await request.storedAnswer(on: connection, logger: store.logger))
+            try await store.order(id, answering: request, on: connection)
         }
         return try await database.withConnection(reading: read) { connection, first in
             var (before, stored) = first

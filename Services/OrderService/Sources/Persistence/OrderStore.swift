@@ -82,6 +82,23 @@ package struct OrderStore: Sendable {
         throw OrderRecordError.noOrder(id)
     }
 
+    /// The order and, in the same snapshot, the answer stored under `request`'s Idempotency-Key (nil if none): an
+    /// answer stored with a change the order does not show yet is never seen.
+    /// - Throws: 404 `NOT_FOUND` if there is no such order; 422 `IDEMPOTENCY_KEY_REUSED` if the key was used for
+    ///   another request.
+    package func order(_ id: UUID, answering request: IdempotentRequest, on connection: PostgresConnection)
+        async throws -> (OrderView, IdempotentRequest.StoredAnswer?)
+    {
+        guard let key = request.key else { return (try await order(id, on: connection), nil) }
+        let rows = try await connection.queryWhileOpen(
+            ReadOrderAnswering.self, PostgresBindings(id, request.userId, key), logger: logger)
+        for row in rows {
+            let cells = row.makeRandomAccess()
+            return (try Self.order(from: cells), try request.storedAnswer(in: cells))
+        }
+        throw OrderRecordError.noOrder(id)
+    }
+
     /// An order's columns as ``order(from:)`` reads them, with its vendor and proof photo.
     static let selectOrders = """
         SELECT o.id, o.status, o.customer_id, v.id AS vendor_id, v.name AS vendor_name, v.address_line1 AS vendor_line1,
@@ -352,6 +369,15 @@ package struct OrderStore: Sendable {
 /// Order $1 with its vendor and proof photo.
 enum ReadOrder: PreparedStatementText {
     static let sql = OrderStore.selectOrders + " WHERE o.id = $1::uuid"
+}
+
+/// ``ReadOrder`` with the answer stored under user $2's Idempotency-Key $3, if any.
+enum ReadOrderAnswering: PreparedStatementText {
+    static let sql = """
+        SELECT o.*, \(IdempotentRequest.storedColumns(of: "k"))
+        FROM (\(ReadOrder.sql)) o
+        LEFT JOIN idempotency_keys k ON k.user_id = $2::text AND k.idempotency_key = $3::text
+        """
 }
 
 /// ``ReadOrder``, the order's row locked for the rest of the transaction.
