@@ -90,7 +90,8 @@ package enum OrderRules {
                 try require(order, in: [.pendingVendorAcceptance, .preparing, .readyForPickup, .inTransit])
             case .vendor where actor.id == order.vendorId, .customer where actor.id == order.customerId:
                 // The customer and the vendor cancel only before the rider has the order: a cancel racing the
-                // pickup loses or wins on the order's version (the one that writes second finds it changed), never both.
+                // pickup loses or wins on the order's version (the one that writes second finds it changed), never
+                // both.
                 try require(order, in: [.pendingVendorAcceptance, .preparing, .readyForPickup])
             default:
                 throw .forbidden("only the order's customer, its vendor or an admin may cancel it")

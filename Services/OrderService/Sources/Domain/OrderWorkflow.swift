@@ -145,7 +145,8 @@ package struct OrderWorkflow: Sendable {
         if !next.riderArrived { order.riderArrivedAt = nil }
         order.version += 1
         order.updatedAt = now
-        // A proof photo upload records no event: it was checked, and the caller stores the photo.
+        // A proof photo upload records no event: nothing to write (its route checks the rules itself, with the order
+        // locked, and stores the photo).
         guard
             let payload = OrderTransitionEvent.payload(
                 for: action, order: order, previousRider: previousRider, actor: actor, reason: reason,

@@ -8,8 +8,8 @@ import ServiceKit
 // The store and the prepared statements only it runs, kept together: each statement is read with the method using it.
 
 /// The order service's SQL for vendors, orders, service requests and the event log (the pickup saga's is in
-/// ``PickupSagaStore``, reached through ``sagas``, but for its start, written with the pickup: ``RecordPickup``). Every write takes the caller's connection, so it joins the
-/// caller's transaction.
+/// ``PickupSagaStore``, reached through ``sagas``, but for its start, written with the pickup: ``RecordPickup``).
+/// Every write takes the caller's connection, so it joins the caller's transaction if it has one.
 package struct OrderStore: Sendable {
     package let outbox: Outbox
     /// The `order_update` each recorded event causes, written with it.
