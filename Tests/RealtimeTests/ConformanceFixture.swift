@@ -19,7 +19,6 @@ struct ConformanceFixture: Sendable {
     func pollingURL(_ extra: String = "") -> String { httpBase + "?EIO=4&transport=polling" + extra }
     func webSocketURL(_ extra: String = "") -> String { webSocketBase + "?EIO=4&transport=websocket" + extra }
 
-    /// Runs `body` against a fresh conformance server.
     /// Runs `body` against a fresh conformance server. `pingTimeout` is the suite's 200 ms unless a check of answered
     /// pings needs room for a loaded machine (where a missed pong is not what it tests).
     static func run<Result: Sendable>(
@@ -63,6 +62,19 @@ struct ConformanceFixture: Sendable {
         let open = try JSONValue.parse(String(answer.body.dropFirst()))
         guard let sid = open["sid"]?.stringValue else { throw ProtocolMismatch("no sid in \(answer.body)") }
         return sid
+    }
+
+    /// Polls session `sid` until at least `count` packets have come, and returns them. The server writes a CONNECT
+    /// answer before what its connection handler emits: one poll may take both, or on a loaded machine the first
+    /// alone.
+    func pollPackets(sid: String, count: Int) async throws -> [String] {
+        var packets: [String] = []
+        while packets.count < count {
+            let answer = try await get(pollingURL("&sid=\(sid)"))
+            guard answer.status == 200 else { throw ProtocolMismatch("poll answered \(answer.status): \(answer.body)") }
+            packets += answer.body.split(separator: "\u{1E}").map(String.init)
+        }
+        return packets
     }
 }
 

@@ -49,7 +49,9 @@ struct SocketIOConformanceTests {
         try await ConformanceFixture.run(path: "/socket.io", pingTimeout: .seconds(2)) { server in
             let sid = try await server.openPollingSession()
             #expect(try await server.post(server.pollingURL("&sid=\(sid)"), "40").status == 200)
-            #expect(try await server.get(server.pollingURL("&sid=\(sid)")).body.hasPrefix("40"))
+            let connected = try await server.pollPackets(sid: sid, count: 2)
+            #expect(connected.first?.hasPrefix("40") == true)
+            #expect(connected.dropFirst() == [#"42["auth",{}]"#])
             for _ in 0..<3 {
                 let poll = try await server.get(server.pollingURL("&sid=\(sid)"))
                 #expect(poll.body == "2")
@@ -241,7 +243,7 @@ struct SocketIOConformanceTests {
             let sid = try await server.openPollingSession()
             let url = server.pollingURL("&sid=\(sid)")
             #expect(try await server.post(url, "40").body == "ok")
-            let connected = try await server.get(url).body.split(separator: "\u{1E}")
+            let connected = try await server.pollPackets(sid: sid, count: 2)
             #expect(connected.count == 2)
             #expect(connected.last == #"42["auth",{}]"#)
             _ = try await server.post(url, "451-[\"message\",{\"_placeholder\":true,\"num\":0}]\u{1E}bAQID")
