@@ -141,6 +141,36 @@ struct HostileClientTests {
         return answer.body.split(separator: "\u{1E}").map(String.init)
     }
 
+    // MARK: Connections that send nothing
+
+    @Test("a connection that never sends a request does not hold up a graceful shutdown")
+    func silentConnectionAtShutdown() async throws {
+        let port = TestPorts.allocate()
+        let (app, realtime) = ConformanceServer.makeApplication(
+            port: port, logger: TestInfrastructure.logger("hostile-clients"))
+        let silent = Locked<Int32>(-1)
+        // Should the shutdown wait for it after all, the connection is closed later, so the test fails with
+        // ShutdownOverran rather than hang.
+        let safety = Task {
+            try await Task.sleep(for: .seconds(20))
+            silent.withLock { if $0 >= 0 { _ = shutdown($0, Int32(SHUT_RDWR)) } }
+        }
+        defer { safety.cancel() }
+        let began = ContinuousClock.now
+        try await withRunningServices([app] + realtime, port: port, shutdownLimit: .seconds(10)) {
+            let descriptor = try RawWebSocket.connectedSocket(port: port)
+            silent.withLock { $0 = descriptor }
+            // A request on another connection: the server is serving, and has had time to accept the silent one.
+            #expect(try await Self.http(.GET, Self.pollingURL(port)).status == 200)
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(ContinuousClock.now - began < .seconds(10))
+        // The server closed it: a read finds the end of the stream.
+        var byte: UInt8 = 0
+        #expect(silent.withLock { recv($0, &byte, 1, 0) } == 0)
+        silent.withLock { _ = close($0) }
+    }
+
     // MARK: Outbound backlog
 
     @Test("a polling client that never polls is disconnected once its backlog passes the limit in bytes")
@@ -461,22 +491,7 @@ final class RawWebSocket: Sendable {
     let descriptor: Int32
 
     init(port: Int, path: String) throws {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw ProtocolMismatch("socket() failed") }
-        var bufferSize: Int32 = 4096
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &bufferSize, socklen_t(MemoryLayout<Int32>.size))
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw ProtocolMismatch("connect() failed") }
+        descriptor = try Self.connectedSocket(port: port)
         write(
             Array(
                 ("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -491,6 +506,31 @@ final class RawWebSocket: Sendable {
         guard String(decoding: head, as: UTF8.self).hasPrefix("HTTP/1.1 101") else {
             throw ProtocolMismatch("not upgraded: \(String(decoding: head, as: UTF8.self))")
         }
+    }
+
+    /// A TCP connection to 127.0.0.1:`port` that has sent nothing, with a small receive buffer and reads that give
+    /// up after 5 s.
+    static func connectedSocket(port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw ProtocolMismatch("socket() failed") }
+        var bufferSize: Int32 = 4096
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &bufferSize, socklen_t(MemoryLayout<Int32>.size))
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            Glibc.close(descriptor)
+            throw ProtocolMismatch("connect() failed")
+        }
+        return descriptor
     }
 
     /// The opcode of the next frame the server sends (its payload skipped), or nil if the connection ended or

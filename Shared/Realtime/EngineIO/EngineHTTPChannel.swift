@@ -7,6 +7,7 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import NIOWebSocket
+import ServiceLifecycle
 
 /// The HTTP/1.1 connection of an application that serves Engine.IO servers: requests go to the router, and a
 /// WebSocket upgrade for a server's path is served by an ``EngineWebSocketHandler`` in the channel pipeline. Once
@@ -24,6 +25,8 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
     struct Value: ServerChildChannelValue {
         let upgradeResult: EventLoopFuture<UpgradeResult>
         let channel: any Channel
+        /// Whether the connection's first request has begun (its head was read), on the channel's event loop.
+        let requestBegan: NIOLoopBoundBox<Bool>
     }
 
     let responder: Responder
@@ -44,11 +47,13 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
             try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.receiveBuffers)
             let decision = NIOLoopBoundBox<EngineWebSocketUpgrade?>(nil, eventLoop: channel.eventLoop)
             let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+            let requestBegan = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
             let upgrader = NIOTypedWebSocketServerUpgrader<UpgradeResult>(
                 maxFrameSize: servers.map(\.configuration.maxPayload).max() ?? 1_000_000,
                 enableAutomaticErrorHandling: false,  // EngineWebSocketHandler answers the decoder's errors.
                 shouldUpgrade: { channel, head in
                     attempted.value = true
+                    requestBegan.value = true
                     let headers = HTTPFields(head.headers)
                     decision.value =
                         servers.lazy.compactMap {
@@ -72,7 +77,8 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
             let upgrades = NIOTypedHTTPServerUpgradeConfiguration(
                 upgraders: [upgrader],
                 notUpgradingCompletionHandler: { channel in
-                    channel.eventLoop.makeCompletedFuture {
+                    requestBegan.value = true
+                    return channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                         try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(logger: logger))
                         let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
@@ -93,13 +99,24 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
             configuration.decoderConfiguration.maxHeaderFieldCount = limits.maxHeaderFieldCount
             let result = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
                 configuration: configuration)
-            return Value(upgradeResult: result, channel: channel)
+            return Value(upgradeResult: result, channel: channel, requestBegan: requestBegan)
         }
     }
 
     func handle(value: Value, logger: Logger) async {
         do {
-            switch try await value.upgradeResult.get() {
+            // At shutdown Hummingbird closes a connection between its requests, in `handleHTTP`. One that has sent
+            // no request yet never got there: it held up a graceful shutdown for as long as its client kept it open
+            // (a client's pooled connection left unused, a probe; seen as a test's shutdown overrunning). Nothing
+            // is in flight on it, so it is closed.
+            let upgradeResult = try await withGracefulShutdownHandler {
+                try await value.upgradeResult.get()
+            } onGracefulShutdown: {
+                value.channel.eventLoop.execute {
+                    if !value.requestBegan.value { value.channel.close(promise: nil) }
+                }
+            }
+            switch upgradeResult {
             case .webSocket:
                 break  // No task waits on an upgraded connection.
             case .notUpgraded(let http):
