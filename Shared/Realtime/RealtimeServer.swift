@@ -11,8 +11,8 @@ import ServiceLifecycle
 public final class RealtimeServer: Service, Sendable {
     /// The Socket.IO server: where the namespaces are registered and the sockets are.
     public let socketIO: SocketIOServer
-    /// The Engine.IO server under it; ``RealtimeServerBuilder/http1WithWebSockets(_:)`` takes it for the WebSocket
-    /// upgrades.
+    /// The Engine.IO server under it; ``RealtimeServerBuilder/http1WithWebSockets(_:firstRequestTimeout:)`` takes it
+    /// for the WebSocket upgrades.
     public let engine: EngineServer
     private let logger: Logger
 
@@ -65,8 +65,13 @@ public final class RealtimeServer: Service, Sendable {
 /// routed to the server whose path matches, served on the event loop (``EngineHTTPChannel``).
 public enum RealtimeServerBuilder {
     /// The HTTP server builder: a WebSocket upgrade goes to the server among `servers` whose
-    /// ``EngineConfiguration/path`` it requests; every other request goes to the application's router.
-    public static func http1WithWebSockets(_ servers: [EngineServer]) -> HTTPServerBuilder {
-        HTTPServerBuilder { responder in EngineHTTPChannel(responder: responder, servers: servers) }
+    /// ``EngineConfiguration/path`` it requests; every other request goes to the application's router. A connection
+    /// that has not sent the head of its first request within `firstRequestTimeout` is closed.
+    public static func http1WithWebSockets(
+        _ servers: [EngineServer], firstRequestTimeout: Duration = .seconds(30)
+    ) -> HTTPServerBuilder {
+        HTTPServerBuilder { responder in
+            EngineHTTPChannel(responder: responder, servers: servers, firstRequestTimeout: firstRequestTimeout)
+        }
     }
 }

@@ -171,6 +171,22 @@ struct HostileClientTests {
         silent.withLock { _ = close($0) }
     }
 
+    @Test("a connection that sends no request within the first-request timeout is closed")
+    func silentConnectionTimesOut() async throws {
+        let port = TestPorts.allocate()
+        let (app, realtime) = ConformanceServer.makeApplication(
+            port: port, firstRequestTimeout: .milliseconds(300), logger: TestInfrastructure.logger("hostile-clients"))
+        try await withRunningServices([app] + realtime, port: port) {
+            let silent = try RawWebSocket.connectedSocket(port: port)
+            defer { Glibc.close(silent) }
+            // The read waits up to 5 s (the socket's receive timeout); the server closes it after 300 ms.
+            var byte: UInt8 = 0
+            #expect(recv(silent, &byte, 1, 0) == 0)
+            // One that asks in time is served.
+            #expect(try await Self.http(.GET, Self.pollingURL(port)).status == 200)
+        }
+    }
+
     // MARK: Outbound backlog
 
     @Test("a polling client that never polls is disconnected once its backlog passes the limit in bytes")

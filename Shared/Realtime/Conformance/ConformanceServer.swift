@@ -26,7 +26,8 @@ public enum ConformanceServer {
     /// group, so that at shutdown they disconnect their sockets before the HTTP server goes away.
     public static func makeApplication(
         host: String = "127.0.0.1", port: Int, backlog: Int = 4096, pingInterval: Duration = .milliseconds(300),
-        pingTimeout: Duration = .milliseconds(200), connectTimeout: Duration = .milliseconds(1000), logger: Logger
+        pingTimeout: Duration = .milliseconds(200), connectTimeout: Duration = .milliseconds(1000),
+        firstRequestTimeout: Duration = .seconds(30), logger: Logger
     ) -> (application: some ApplicationProtocol, realtimeServices: [any Service]) {
         let echo = EngineServer(
             configuration: configuration(path: "/engine.io", pingInterval: pingInterval, pingTimeout: pingTimeout),
@@ -54,7 +55,8 @@ public enum ConformanceServer {
         realtime.addRoutes(to: router)
         let application = Application(
             router: router,
-            server: RealtimeServerBuilder.http1WithWebSockets([echo, realtime.engine]),
+            server: RealtimeServerBuilder.http1WithWebSockets(
+                [echo, realtime.engine], firstRequestTimeout: firstRequestTimeout),
             configuration: .init(
                 address: .hostname(host, port: port), serverName: "socketio-conformance-server", backlog: backlog),
             logger: logger

@@ -31,10 +31,14 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
 
     let responder: Responder
     let servers: [EngineServer]
+    /// How long a connection may take to send the head of its first request before it is closed: a client that
+    /// connects and sends nothing would otherwise hold its socket for good.
+    let firstRequestTimeout: Duration
 
-    init(responder: @escaping Responder, servers: [EngineServer]) {
+    init(responder: @escaping Responder, servers: [EngineServer], firstRequestTimeout: Duration) {
         self.responder = Self.redirectingLateUpgrades(responder)
         self.servers = servers
+        self.firstRequestTimeout = firstRequestTimeout
     }
 
     /// How the connection sizes its receive buffer. NIO keeps a connection's buffer for its whole life, so its
@@ -43,17 +47,25 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
     static let receiveBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536)
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        channel.eventLoop.makeCompletedFuture { [servers] in
+        channel.eventLoop.makeCompletedFuture { [servers, firstRequestTimeout] in
             try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.receiveBuffers)
             let decision = NIOLoopBoundBox<EngineWebSocketUpgrade?>(nil, eventLoop: channel.eventLoop)
             let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
             let requestBegan = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+            let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(firstRequestTimeout)) {
+                if !requestBegan.value { channel.close(promise: nil) }
+            }
+            // Cancelled when the request begins, so that no timer outlives it on the event loop.
+            let beginRequest = {
+                requestBegan.value = true
+                deadline.cancel()
+            }
             let upgrader = NIOTypedWebSocketServerUpgrader<UpgradeResult>(
                 maxFrameSize: servers.map(\.configuration.maxPayload).max() ?? 1_000_000,
                 enableAutomaticErrorHandling: false,  // EngineWebSocketHandler answers the decoder's errors.
                 shouldUpgrade: { channel, head in
                     attempted.value = true
-                    requestBegan.value = true
+                    beginRequest()
                     let headers = HTTPFields(head.headers)
                     decision.value =
                         servers.lazy.compactMap {
@@ -77,7 +89,7 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
             let upgrades = NIOTypedHTTPServerUpgradeConfiguration(
                 upgraders: [upgrader],
                 notUpgradingCompletionHandler: { channel in
-                    requestBegan.value = true
+                    beginRequest()
                     return channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                         try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(logger: logger))
