@@ -7,12 +7,12 @@ import Synchronization
 enum TimeStart {
     /// Asks the broker for the partitions of `topics` and, in each, an offset no later than the first record stamped
     /// at or after `since`, with the log's end at the time of asking (the records from that offset to that end are
-    /// the ones a ``RecordsBeforeTime`` checks; the broker's answer for the end is checked by a fetch). The broker's own answer (ListOffsets by time) is only a hint,
-    /// checked by reading the records around it: Tansu 0.6 answers the first offset of a batch, or of the log for
-    /// any time it does not find in its recent index (measured: 0 for times in the first half of a 1,200-record
-    /// log). A binary search on the records' own timestamps follows, about 20 reads for a million records. A read
-    /// that took a later record than the one asked for can only move the answer earlier, never later. Runs on a
-    /// handle that nothing else polls.
+    /// the ones a ``RecordsBeforeTime`` checks; the broker's answer for the end is checked by a fetch). The broker's
+    /// own answer (ListOffsets by time) is only a hint, checked by reading the records around it: Tansu 0.6 answers
+    /// the first offset of a batch, or of the log for any time it does not find in its recent index (measured: 0 for
+    /// times in the first half of a 1,200-record log). A binary search on the records' own timestamps follows, about
+    /// 20 reads for a million records. A read that took a later record than the one asked for can only move the
+    /// answer earlier, never later. Runs on a handle that nothing else polls.
     static func locate(
         _ topics: [String], since sinceMilliseconds: Int64, client: RDKafkaClient, timeout: Duration, logger: Logger
     ) throws(KafkaError) -> [KafkaTopicPartition: Range<Int64>] {
