@@ -19,6 +19,18 @@ mkdir -p "$work"
 command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc netavark aardvark-dns podman-compose debootstrap)"
 "$ROOT/deploy/local/setup.sh"
 
+# Podman's default network on a host where podman ran before with CNI (its fallback when netavark is missing, and
+# the backend any plain `podman` call on such a host still uses) leaves a bridge, cni-podman0, that claims the same
+# subnet as netavark's podman0; the kernel then routes the replies to the containers to the dead bridge, and nothing
+# in a container (apt-get in a build step, a service) reaches the network. A CNI bridge that is down has no
+# container on it, and it is removed.
+if ip -o link show cni-podman0 2>/dev/null | grep -q "state DOWN"; then
+    log "removing the unused CNI bridge cni-podman0, which hides netavark's podman0 subnet"
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo ip link delete cni-podman0
+fi
+
 recipe_of() { cat "$@" | sha256sum | cut -c1-16; }
 recipe_label() { podman image inspect --format '{{index .Labels "delivery-platform.recipe"}}' "$1" 2>/dev/null || true; }
 
@@ -48,6 +60,11 @@ if [ "$(recipe_label debian:bookworm-slim)" != "$debian_recipe" ]; then
         --change "LABEL delivery-platform.recipe=$debian_recipe" - debian:bookworm-slim >/dev/null
     rm -rf "$rootfs"
 fi
+
+# A build step that cannot reach Debian's mirror fails with apt's "Unable to locate package": say why first.
+podman run --rm --pull=never debian:bookworm-slim getent hosts deb.debian.org >/dev/null 2>&1 ||
+    log "warning: a container here cannot resolve deb.debian.org; build steps that install packages will fail" \
+        "(check podman's network: ip route should show 10.88.0.0/16 on podman0 only)"
 
 swift_recipe=$(cat "$here/standins/swift.Containerfile" <(swift --version 2>&1) <(echo "$debian_recipe") |
     sha256sum | cut -c1-16)
@@ -86,10 +103,20 @@ if [ -s "$host_ca" ]; then
     printf '[global]\ncert = /etc/host-ca-certificates.crt\n' >"$work/pip.conf"
     mirror_options+=(--volume "$host_ca:/etc/host-ca-certificates.crt:ro" --volume "$work/pip.conf:/etc/pip.conf:ro")
 fi
-for target in runtime tools; do
-    image=delivery-platform:local
-    [ "$target" = tools ] && image=delivery-platform-tools:local
+# The build stage is tagged too (delivery-platform-build:local, from the same cached steps): its layers, the Debian
+# packages' among them, are then a tagged image's and stay the build cache. The images these builds replace are
+# removed with their untagged parents, so that a rebuild after every source change does not fill the disk.
+replaced=()
+for target in build runtime tools; do
+    image=delivery-platform-$target:local
+    [ "$target" = runtime ] && image=delivery-platform:local
+    replaced+=("$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)")
     log "building $image (Dockerfile, target $target)"
     podman build --pull=never --target "$target" -t "$image" "${mirror_options[@]}" -f "$ROOT/Dockerfile" "$ROOT"
+done
+for id in "${replaced[@]}"; do
+    [ -n "$id" ] || continue
+    [ -z "$(podman image inspect --format '{{join .RepoTags " "}}' "$id" 2>/dev/null)" ] || continue
+    podman rmi "$id" >/dev/null 2>&1 || log "the replaced image ${id:0:12} is still in use and was kept"
 done
 podman image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E 'delivery-platform|delivery-standin' | sort
