@@ -37,6 +37,12 @@ struct ConformanceFixture: Sendable {
         var status: Int
         var body: String
         var contentType: String?
+
+        /// The Engine.IO packets of a polling GET's answer, which must be a 200.
+        func pollingPackets() throws -> [String] {
+            guard status == 200 else { throw ProtocolMismatch("poll answered \(status): \(body)") }
+            return body.split(separator: "\u{1E}").map(String.init)
+        }
     }
 
     func request(_ method: HTTPMethod, _ url: String, body: String? = nil) async throws -> HTTPAnswer {
@@ -70,9 +76,7 @@ struct ConformanceFixture: Sendable {
     func pollPackets(sid: String, count: Int) async throws -> [String] {
         var packets: [String] = []
         while packets.count < count {
-            let answer = try await get(pollingURL("&sid=\(sid)"))
-            guard answer.status == 200 else { throw ProtocolMismatch("poll answered \(answer.status): \(answer.body)") }
-            packets += answer.body.split(separator: "\u{1E}").map(String.init)
+            packets += try await get(pollingURL("&sid=\(sid)")).pollingPackets()
         }
         return packets
     }

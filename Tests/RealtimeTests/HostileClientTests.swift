@@ -136,9 +136,7 @@ struct HostileClientTests {
 
     /// The packets of one polling GET.
     static func poll(_ port: Int, sid: String) async throws -> [String] {
-        let answer = try await http(.GET, pollingURL(port, "&sid=\(sid)"))
-        guard answer.status == 200 else { throw ProtocolMismatch("poll answered \(answer.status): \(answer.body)") }
-        return answer.body.split(separator: "\u{1E}").map(String.init)
+        try await http(.GET, pollingURL(port, "&sid=\(sid)")).pollingPackets()
     }
 
     // MARK: Connections that send nothing

@@ -25,8 +25,23 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
     struct Value: ServerChildChannelValue {
         let upgradeResult: EventLoopFuture<UpgradeResult>
         let channel: any Channel
-        /// Whether the connection's first request has begun (its head was read), on the channel's event loop.
-        let requestBegan: NIOLoopBoundBox<Bool>
+        let firstRequest: FirstRequest
+    }
+
+    /// Whether a connection's first request has begun (its head was read), on the channel's event loop.
+    struct FirstRequest: Sendable {
+        let began: NIOLoopBoundBox<Bool>
+        let channel: any Channel
+
+        init(channel: any Channel) {
+            self.began = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+            self.channel = channel
+        }
+
+        /// Closes the connection if no request has begun on it: nothing is in flight. On the event loop.
+        func closeIfNotBegun() {
+            if !began.value { channel.close(promise: nil) }
+        }
     }
 
     let responder: Responder
@@ -51,13 +66,13 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
             try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.receiveBuffers)
             let decision = NIOLoopBoundBox<EngineWebSocketUpgrade?>(nil, eventLoop: channel.eventLoop)
             let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
-            let requestBegan = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+            let firstRequest = FirstRequest(channel: channel)
             let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(firstRequestTimeout)) {
-                if !requestBegan.value { channel.close(promise: nil) }
+                firstRequest.closeIfNotBegun()
             }
             // Cancelled when the request begins, so that no timer outlives it on the event loop.
             let beginRequest = {
-                requestBegan.value = true
+                firstRequest.began.value = true
                 deadline.cancel()
             }
             let upgrader = NIOTypedWebSocketServerUpgrader<UpgradeResult>(
@@ -111,7 +126,7 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
             configuration.decoderConfiguration.maxHeaderFieldCount = limits.maxHeaderFieldCount
             let result = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(
                 configuration: configuration)
-            return Value(upgradeResult: result, channel: channel, requestBegan: requestBegan)
+            return Value(upgradeResult: result, channel: channel, firstRequest: firstRequest)
         }
     }
 
@@ -125,7 +140,7 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
                 try await value.upgradeResult.get()
             } onGracefulShutdown: {
                 value.channel.eventLoop.execute {
-                    if !value.requestBegan.value { value.channel.close(promise: nil) }
+                    value.firstRequest.closeIfNotBegun()
                 }
             }
             switch upgradeResult {
