@@ -128,8 +128,8 @@ let package = Package(
             dependencies: [
                 "LoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Benchmarks/RealtimeLoad",
             swiftSettings: swiftSettings

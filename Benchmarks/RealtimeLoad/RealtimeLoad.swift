@@ -1,9 +1,8 @@
 import ArgumentParser
 import Foundation
-import HummingbirdWSClient
 import LoadKit
-import Logging
 import NIOCore
+import NIOPosix
 import Synchronization
 
 /// A load generator that speaks the raw Socket.IO protocol over WebSocket to the conformance server: it holds
@@ -37,11 +36,6 @@ struct RealtimeLoad: AsyncParsableCommand {
     var saturationMilliseconds = 100.0
 
     func run() async throws {
-        let logger = {
-            var logger = Logger(label: "realtime-load")
-            logger.logLevel = .critical
-            return logger
-        }()
         let recorder = LatencyRecorder()
         let connectTimes = LatencyRecorder()
         let pool = ConnectionPool()
@@ -50,68 +44,75 @@ struct RealtimeLoad: AsyncParsableCommand {
         let baselineRSS = serverPid.flatMap(MachineCPU.residentKilobytes)
         let connectCPU = CPUMeter(serverPid: serverPid)
 
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var opened = 0
-            while opened < connections {
-                let batch = min(connectBatch, connections - opened)
-                let ready = AsyncStream<Bool>.makeStream()
-                let url = self.url
-                let continuation = ready.continuation
-                for _ in 0..<batch {
-                    group.addTask {
-                        await LoadConnection.run(
-                            url: url, logger: logger, recorder: recorder, connectTimes: connectTimes, pool: pool,
-                            ready: continuation)
-                    }
-                }
-                var established = 0
-                for await success in ready.stream {
-                    established += 1
-                    if !success { print("a connection failed") }
-                    if established == batch { break }
-                }
-                opened += batch
-            }
-            let connectSeconds = (ContinuousClock.now - start).seconds
-            let connectCost = connectCPU.used()
-            try await Task.sleep(for: .seconds(2))
-            print("connections: \(pool.count) open (of \(connections)) in \(String(format: "%.1f", connectSeconds)) s")
-            print(connectCost.report(per: Double(max(pool.count, 1)), unit: "a connection"))
-            let opening = connectTimes.summary()
-            print(
-                "each connection, from its TCP connect to the Socket.IO CONNECT answer: p50 \(opening.p50) ms, p95 \(opening.p95) ms, p99 \(opening.p99) ms, max \(opening.max) ms"
-            )
-            if let before = overflowsBefore, let after = listenOverflows() {
-                print("listen queue overflows while opening (TcpExt ListenOverflows): \(after - before)")
-            }
-            if let pid = serverPid, let baselineRSS, let loadedRSS = MachineCPU.residentKilobytes(pid) {
-                let perConnection = Double(loadedRSS - baselineRSS) * 1024 / Double(max(pool.count, 1))
-                print(
-                    "server resident memory: \(baselineRSS / 1024) MiB idle, \(loadedRSS / 1024) MiB loaded, \(String(format: "%.1f", perConnection / 1024)) KiB per connection"
-                )
-            }
-
-            for rate in rates {
-                recorder.reset()
-                let rateCPU = CPUMeter(serverPid: serverPid)
-                let sent = try await pool.send(rate: rate, seconds: seconds)
-                try await Task.sleep(for: .seconds(1))
-                let rateCost = rateCPU.used()
-                let summary = recorder.summary()
-                if pool.lostCount > 0 { print("connections closed by the server so far: \(pool.lostCount)") }
-                print(
-                    "rate \(rate)/s: sent \(sent), received \(summary.count) (\(String(format: "%.0f", Double(summary.count) / Double(seconds)))/s), "
-                        + "p50 \(summary.p50) ms, p95 \(summary.p95) ms, p99 \(summary.p99) ms, max \(summary.max) ms"
-                )
-                print("  " + rateCost.report(per: Double(max(sent, 1)) / 1000, unit: "per 1,000 messages"))
-                if summary.p99Milliseconds > saturationMilliseconds || summary.count < sent * 95 / 100 {
-                    print("saturated at \(rate)/s (p99 over \(saturationMilliseconds) ms or messages lost)")
-                    break
-                }
-            }
-            pool.closeAll()
-            group.cancelAll()
+        guard let endpoint = EventLoopClient.Endpoint(url: url) else {
+            throw ValidationError("--url must be ws://HOST:PORT/PATH")
         }
+        let group = MultiThreadedEventLoopGroup.singleton
+        var opened = 0
+        while opened < connections {
+            let batch = min(connectBatch, connections - opened)
+            let ready = AsyncStream<Bool>.makeStream()
+            let continuation = ready.continuation
+            for _ in 0..<batch {
+                let startedAt = LatencyRecorder.now()
+                let events = EventLoopClient.Events(
+                    connected: { channel in
+                        pool.add(channel)
+                        connectTimes.record(sentAt: startedAt)
+                        continuation.yield(true)
+                    },
+                    failed: { continuation.yield(false) },
+                    lost: { pool.connectionLost() },
+                    echoed: { recorder.record(sentAt: $0) }
+                )
+                EventLoopClient.connect(to: endpoint, group: group, events: events)
+            }
+            var established = 0
+            for await success in ready.stream {
+                established += 1
+                if !success { print("a connection failed") }
+                if established == batch { break }
+            }
+            opened += batch
+        }
+        let connectSeconds = (ContinuousClock.now - start).seconds
+        let connectCost = connectCPU.used()
+        try await Task.sleep(for: .seconds(2))
+        print("connections: \(pool.count) open (of \(connections)) in \(String(format: "%.1f", connectSeconds)) s")
+        print(connectCost.report(per: Double(max(pool.count, 1)), unit: "a connection"))
+        let opening = connectTimes.summary()
+        print(
+            "each connection, from its TCP connect to the Socket.IO CONNECT answer: p50 \(opening.p50) ms, p95 \(opening.p95) ms, p99 \(opening.p99) ms, max \(opening.max) ms"
+        )
+        if let before = overflowsBefore, let after = listenOverflows() {
+            print("listen queue overflows while opening (TcpExt ListenOverflows): \(after - before)")
+        }
+        if let pid = serverPid, let baselineRSS, let loadedRSS = MachineCPU.residentKilobytes(pid) {
+            let perConnection = Double(loadedRSS - baselineRSS) * 1024 / Double(max(pool.count, 1))
+            print(
+                "server resident memory: \(baselineRSS / 1024) MiB idle, \(loadedRSS / 1024) MiB loaded, \(String(format: "%.1f", perConnection / 1024)) KiB per connection"
+            )
+        }
+
+        for rate in rates {
+            recorder.reset()
+            let rateCPU = CPUMeter(serverPid: serverPid)
+            let sent = try await pool.send(rate: rate, seconds: seconds)
+            try await Task.sleep(for: .seconds(1))
+            let rateCost = rateCPU.used()
+            let summary = recorder.summary()
+            if pool.lostCount > 0 { print("connections closed by the server so far: \(pool.lostCount)") }
+            print(
+                "rate \(rate)/s: sent \(sent), received \(summary.count) (\(String(format: "%.0f", Double(summary.count) / Double(seconds)))/s), "
+                    + "p50 \(summary.p50) ms, p95 \(summary.p95) ms, p99 \(summary.p99) ms, max \(summary.max) ms"
+            )
+            print("  " + rateCost.report(per: Double(max(sent, 1)) / 1000, unit: "per 1,000 messages"))
+            if summary.p99Milliseconds > saturationMilliseconds || summary.count < sent * 95 / 100 {
+                print("saturated at \(rate)/s (p99 over \(saturationMilliseconds) ms or messages lost)")
+                break
+            }
+        }
+        pool.closeAll()
     }
 }
 
@@ -213,25 +214,25 @@ final class LatencyRecorder: Sendable {
     }
 }
 
-/// The open connections' outgoing queues; sends round-robin at a rate.
+/// The open connections; sends round-robin at a rate.
 final class ConnectionPool: Sendable {
-    private let outboxes = Mutex<[AsyncStream<String>.Continuation]>([])
+    private let channels = Mutex<[any Channel]>([])
     private let lost = Atomic<Int>(0)
 
-    var count: Int { outboxes.withLock { $0.count } }
+    var count: Int { channels.withLock { $0.count } }
 
     /// Connections the server closed after they were established.
     var lostCount: Int { lost.load(ordering: .relaxed) }
 
     func connectionLost() { lost.add(1, ordering: .relaxed) }
 
-    func add(_ outbox: AsyncStream<String>.Continuation) { outboxes.withLock { $0.append(outbox) } }
+    func add(_ channel: any Channel) { channels.withLock { $0.append(channel) } }
 
-    func closeAll() { outboxes.withLock { $0.forEach { $0.finish() } } }
+    func closeAll() { channels.withLock { $0.forEach { $0.close(promise: nil) } } }
 
     /// Sends `rate` messages a second for `seconds`, spread in 10 ms ticks. Returns how many were sent.
     func send(rate: Int, seconds: Int) async throws -> Int {
-        let targets = outboxes.withLock { $0 }
+        let targets = channels.withLock { $0 }
         guard !targets.isEmpty else { return 0 }
         let ticks = seconds * 100
         var next = 0
@@ -241,7 +242,9 @@ final class ConnectionPool: Sendable {
         for tick in 0..<ticks {
             let due = rate * (tick + 1) / 100 - rate * tick / 100
             for _ in 0..<due {
-                targets[next % targets.count].yield(#"42["message",{"s":\#(LatencyRecorder.now())}]"#)
+                let channel = targets[next % targets.count]
+                let text = #"42["message",{"s":\#(LatencyRecorder.now())}]"#
+                channel.writeAndFlush(EventLoopClient.textFrame(text, allocator: channel.allocator), promise: nil)
                 next += 1
                 sent += 1
             }
@@ -249,52 +252,5 @@ final class ConnectionPool: Sendable {
             try await Task.sleep(until: deadline, clock: clock)
         }
         return sent
-    }
-}
-
-/// One client connection: handshake, join `/`, answer pings, time echoes.
-enum LoadConnection {
-    static func run(
-        url: String, logger: Logger, recorder: LatencyRecorder, connectTimes: LatencyRecorder, pool: ConnectionPool,
-        ready: AsyncStream<Bool>.Continuation
-    ) async {
-        let signalled = Atomic<Bool>(false)
-        let startedAt = LatencyRecorder.now()
-        do {
-            try await WebSocketClient.connect(
-                url: url, configuration: .init(maxFrameSize: 1 << 20, autoPing: .disabled), logger: logger
-            ) {
-                inbound, outbound, _ in
-                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
-                guard case .text(let open)? = try await messages.next(), open.hasPrefix("0") else { return }
-                try await outbound.write(.text("40"))
-                while case .text(let text)? = try await messages.next() {
-                    if text.hasPrefix("40") { break }
-                }
-                let (outgoing, outbox) = AsyncStream.makeStream(of: String.self)
-                pool.add(outbox)
-                connectTimes.record(sentAt: startedAt)
-                signalled.store(true, ordering: .relaxed)
-                ready.yield(true)
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        for await text in outgoing { try await outbound.write(.text(text)) }
-                        try await outbound.close(.normalClosure, reason: nil)
-                    }
-                    while let message = try await messages.next() {
-                        guard case .text(let text) = message else { continue }
-                        if text == "2" {
-                            outbox.yield("3")
-                        } else if text.hasPrefix(#"42["message-back""#), let range = text.range(of: #""s":"#) {
-                            let digits = text[range.upperBound...].prefix { $0.isNumber }
-                            if let sentAt = Int64(digits) { recorder.record(sentAt: sentAt) }
-                        }
-                    }
-                    outbox.finish()
-                }
-                pool.connectionLost()
-            }
-        } catch {}
-        if !signalled.load(ordering: .relaxed) { ready.yield(false) }
     }
 }

@@ -71,7 +71,7 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
                 firstRequest.closeIfNotBegun()
             }
             // Cancelled when the request begins, so that no timer outlives it on the event loop.
-            let beginRequest = {
+            let beginRequest: @Sendable () -> Void = {
                 firstRequest.began.value = true
                 deadline.cancel()
             }
