@@ -11,7 +11,7 @@ import ServiceLifecycle
 public final class RealtimeServer: Service, Sendable {
     /// The Socket.IO server: where the namespaces are registered and the sockets are.
     public let socketIO: SocketIOServer
-    /// The Engine.IO server under it; ``RealtimeServerBuilder/http1WithWebSockets(_:firstRequestTimeout:)`` takes it
+    /// The Engine.IO server under it; ``RealtimeServerBuilder/http1WithWebSockets(_:firstRequestTimeout:idleTimeout:)`` takes it
     /// for the WebSocket upgrades.
     public let engine: EngineServer
     private let logger: Logger
@@ -66,12 +66,15 @@ public final class RealtimeServer: Service, Sendable {
 public enum RealtimeServerBuilder {
     /// The HTTP server builder: a WebSocket upgrade goes to the server among `servers` whose
     /// ``EngineConfiguration/path`` it requests; every other request goes to the application's router. A connection
-    /// that has not sent the head of its first request within `firstRequestTimeout` is closed.
+    /// that has not sent the head of its first request within `firstRequestTimeout` is closed, and so is an HTTP
+    /// connection with no request in flight for `idleTimeout` (a long poll in flight keeps it open).
     public static func http1WithWebSockets(
-        _ servers: [EngineServer], firstRequestTimeout: Duration = .seconds(30)
+        _ servers: [EngineServer], firstRequestTimeout: Duration = .seconds(30), idleTimeout: Duration = .seconds(90)
     ) -> HTTPServerBuilder {
         HTTPServerBuilder { responder in
-            EngineHTTPChannel(responder: responder, servers: servers, firstRequestTimeout: firstRequestTimeout)
+            EngineHTTPChannel(
+                responder: responder, servers: servers, firstRequestTimeout: firstRequestTimeout,
+                idleTimeout: idleTimeout)
         }
     }
 }

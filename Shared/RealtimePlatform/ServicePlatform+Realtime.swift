@@ -234,7 +234,10 @@ extension ServicePlatform {
     {
         realtime.server.addRoutes(to: router)
         return makeApplication(
-            router: router, server: RealtimeServerBuilder.http1WithWebSockets([realtime.server.engine]),
+            router: router,
+            server: RealtimeServerBuilder.http1WithWebSockets(
+                [realtime.server.engine], firstRequestTimeout: configuration.http.firstRequestTimeout,
+                idleTimeout: configuration.http.idleTimeout),
             servicesShutDownFirst: [realtime.server]
         )
     }

@@ -185,6 +185,53 @@ struct HostileClientTests {
         }
     }
 
+    @Test("an HTTP connection with no request in flight for the idle timeout is closed; a long poll is not cut")
+    func idleConnectionTimesOut() async throws {
+        let port = TestPorts.allocate()
+        let (app, realtime) = ConformanceServer.makeApplication(
+            port: port, pingInterval: .milliseconds(1000), pingTimeout: .milliseconds(1000),
+            connectTimeout: .seconds(5), idleTimeout: .milliseconds(300),
+            logger: TestInfrastructure.logger("hostile-clients"))
+        try await withRunningServices([app] + realtime, port: port) {
+            let connection = try RawWebSocket.connectedSocket(port: port)
+            defer { Glibc.close(connection) }
+            let target = "/socket.io/?EIO=4&transport=polling"
+            let open = try Self.exchange(connection, "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let sid = try #require(try JSONValue.parse(String(open.dropFirst()))["sid"]?.stringValue)
+            // The long poll waits a second for the ping, three idle timeouts, on the same connection.
+            let poll = try Self.exchange(connection, "GET \(target)&sid=\(sid) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(poll == "2")
+            // Then nothing is in flight, and the server closes the connection (the read waits up to 5 s).
+            var byte: UInt8 = 0
+            #expect(recv(connection, &byte, 1, 0) == 0)
+        }
+    }
+
+    /// Sends `request` on a raw connection and returns the body of the answer (which must carry a Content-Length).
+    static func exchange(_ descriptor: Int32, _ request: String) throws -> String {
+        guard send(descriptor, request, request.utf8.count, 0) == request.utf8.count else {
+            throw ProtocolMismatch("send() failed")
+        }
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let text = String(decoding: received, as: UTF8.self)
+            if let headEnd = text.range(of: "\r\n\r\n"),
+                let lengthLine = text[..<headEnd.lowerBound].split(separator: "\r\n").first(where: {
+                    $0.lowercased().hasPrefix("content-length:")
+                }),
+                let length = Int(lengthLine.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)),
+                text.utf8.distance(from: headEnd.upperBound.samePosition(in: text.utf8)!, to: text.utf8.endIndex)
+                    >= length
+            {
+                return String(text[headEnd.upperBound...])
+            }
+            let count = recv(descriptor, &chunk, chunk.count, 0)
+            guard count > 0 else { throw ProtocolMismatch("the connection ended: \(text)") }
+            received += chunk[0..<count]
+        }
+    }
+
     // MARK: Outbound backlog
 
     @Test("a polling client that never polls is disconnected once its backlog passes the limit in bytes")

@@ -24,6 +24,8 @@ struct ConfigurationTests {
         #expect(configuration.http.port == 8081)
         #expect(configuration.http.host == "127.0.0.1", "services listen on loopback unless told otherwise")
         #expect(configuration.http.listenBacklog == 4096)
+        #expect(configuration.http.idleTimeout == .seconds(90))
+        #expect(configuration.http.firstRequestTimeout == .seconds(30))
         #expect(configuration.database.host == "db.internal")
         #expect(configuration.database.port == 6543)
         #expect(configuration.database.username == "app")
@@ -64,6 +66,7 @@ struct ConfigurationTests {
         "invalid values are refused with the variable's name",
         arguments: [
             ("HTTP_PORT", "eighty"), ("HTTP_PORT", "70000"), ("HTTP_LISTEN_BACKLOG", "0"),
+            ("HTTP_IDLE_TIMEOUT_SECONDS", "0"), ("HTTP_FIRST_REQUEST_TIMEOUT_SECONDS", "soon"),
             ("DATABASE_URL", "mysql://x/y"),
             ("DATABASE_URL", "postgres://host"),
             ("DATABASE_SCHEMA", "Orders;DROP"), ("KAFKA_PROPERTIES", "novalue"), ("LOG_LEVEL", "loud"),

@@ -27,7 +27,7 @@ public enum ConformanceServer {
     public static func makeApplication(
         host: String = "127.0.0.1", port: Int, backlog: Int = 4096, pingInterval: Duration = .milliseconds(300),
         pingTimeout: Duration = .milliseconds(200), connectTimeout: Duration = .milliseconds(1000),
-        firstRequestTimeout: Duration = .seconds(30), logger: Logger
+        firstRequestTimeout: Duration = .seconds(30), idleTimeout: Duration = .seconds(90), logger: Logger
     ) -> (application: some ApplicationProtocol, realtimeServices: [any Service]) {
         let echo = EngineServer(
             configuration: configuration(path: "/engine.io", pingInterval: pingInterval, pingTimeout: pingTimeout),
@@ -56,7 +56,7 @@ public enum ConformanceServer {
         let application = Application(
             router: router,
             server: RealtimeServerBuilder.http1WithWebSockets(
-                [echo, realtime.engine], firstRequestTimeout: firstRequestTimeout),
+                [echo, realtime.engine], firstRequestTimeout: firstRequestTimeout, idleTimeout: idleTimeout),
             configuration: .init(
                 address: .hostname(host, port: port), serverName: "socketio-conformance-server", backlog: backlog),
             logger: logger

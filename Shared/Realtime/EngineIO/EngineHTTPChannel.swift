@@ -49,11 +49,15 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
     /// How long a connection may take to send the head of its first request before it is closed: a client that
     /// connects and sends nothing would otherwise hold its socket for good.
     let firstRequestTimeout: Duration
+    /// How long an HTTP connection (not upgraded) may have no request in flight before it is closed.
+    let idleTimeout: Duration
 
-    init(responder: @escaping Responder, servers: [EngineServer], firstRequestTimeout: Duration) {
+    init(responder: @escaping Responder, servers: [EngineServer], firstRequestTimeout: Duration, idleTimeout: Duration)
+    {
         self.responder = Self.redirectingLateUpgrades(responder)
         self.servers = servers
         self.firstRequestTimeout = firstRequestTimeout
+        self.idleTimeout = idleTimeout
     }
 
     /// How the connection sizes its receive buffer. NIO keeps a connection's buffer for its whole life, so its
@@ -62,7 +66,7 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
     static let receiveBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536)
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        channel.eventLoop.makeCompletedFuture { [servers, firstRequestTimeout] in
+        channel.eventLoop.makeCompletedFuture { [servers, firstRequestTimeout, idleTimeout] in
             try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.receiveBuffers)
             let decision = NIOLoopBoundBox<EngineWebSocketUpgrade?>(nil, eventLoop: channel.eventLoop)
             let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
@@ -107,7 +111,8 @@ struct EngineHTTPChannel: ServerChildChannel, HTTPChannelHandler {
                     beginRequest()
                     return channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-                        try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(logger: logger))
+                        try channel.pipeline.syncOperations.addHandler(
+                            HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
                         let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
                             wrappingChannelSynchronously: channel,
                             configuration: .init(isOutboundHalfClosureEnabled: true)

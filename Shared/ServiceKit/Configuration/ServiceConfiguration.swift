@@ -22,6 +22,13 @@ package struct ServiceConfiguration: Sendable {
         /// `HTTP_LISTEN_BACKLOG`, default ``defaultListenBacklog``: connections the kernel queues before they are
         /// accepted (capped by `net.core.somaxconn`).
         package var listenBacklog: Int
+        /// `HTTP_IDLE_TIMEOUT_SECONDS`, default 90: how long a connection may sit with no request in flight (before
+        /// its first, between two, or reading one) before it is closed. Longer than a proxy's idle upstream
+        /// connections live (nginx: 60 s), so the proxy, not the service, closes them.
+        package var idleTimeout: Duration
+        /// `HTTP_FIRST_REQUEST_TIMEOUT_SECONDS`, default 30: how long a connection to a service with sockets may
+        /// take to send the head of its first request (a WebSocket upgrade or a request) before it is closed.
+        package var firstRequestTimeout: Duration
 
         /// The listen backlog when none is configured: Linux's default `somaxconn` since 5.4. Hummingbird's 256
         /// overflowed when thousands of phones reconnected at once, each dropped SYN costing a second's retry.
@@ -115,7 +122,10 @@ package struct ServiceConfiguration: Sendable {
             host: environment.optional("HTTP_HOST") ?? "127.0.0.1",
             port: try environment.int("HTTP_PORT", default: defaultPort, in: 0...65535),
             listenBacklog: try environment.int(
-                "HTTP_LISTEN_BACKLOG", default: HTTPSettings.defaultListenBacklog, in: 1...65535)
+                "HTTP_LISTEN_BACKLOG", default: HTTPSettings.defaultListenBacklog, in: 1...65535),
+            idleTimeout: try environment.seconds("HTTP_IDLE_TIMEOUT_SECONDS", default: .seconds(90), in: 1...86400),
+            firstRequestTimeout: try environment.seconds(
+                "HTTP_FIRST_REQUEST_TIMEOUT_SECONDS", default: .seconds(30), in: 1...3600)
         )
         self.database = try DatabaseSettings(environment: environment, defaultSchema: defaultSchema)
         let brokers = try environment.required("KAFKA_BROKERS", meaning: "Kafka bootstrap servers, e.g. 127.0.0.1:9092")

@@ -184,14 +184,15 @@ package struct ServicePlatform: Sendable {
 
     /// The application to run: the HTTP server on the configured address with every platform service, and
     /// `servicesShutDownFirst` (e.g. realtime servers) that shut down before the HTTP server.
-    /// - Parameter server: the HTTP server builder, e.g. one that upgrades WebSockets.
+    /// - Parameter server: the HTTP server builder, e.g. one that upgrades WebSockets; by default HTTP/1.1 that
+    ///   closes connections idle for `HTTP_IDLE_TIMEOUT_SECONDS`.
     package func makeApplication(
-        router: Router<ServiceRequestContext>, server: HTTPServerBuilder = .http1(),
+        router: Router<ServiceRequestContext>, server: HTTPServerBuilder? = nil,
         servicesShutDownFirst: [any Service] = []
     ) -> ServiceApplication {
         let application = Application(
             router: router,
-            server: server,
+            server: server ?? .http1(configuration: .init(idleTimeout: TimeAmount(configuration.http.idleTimeout))),
             configuration: .init(
                 address: .hostname(configuration.http.host, port: configuration.http.port),
                 serverName: configuration.serviceName, backlog: configuration.http.listenBacklog
