@@ -26,9 +26,7 @@ command -v podman >/dev/null || die "podman is not installed (apt-get install po
 # container on it, and it is removed.
 if ip -o link show cni-podman0 2>/dev/null | grep -q "state DOWN"; then
     log "removing the unused CNI bridge cni-podman0, which hides netavark's podman0 subnet"
-    sudo=""
-    [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    $sudo ip link delete cni-podman0
+    as_root ip link delete cni-podman0
 fi
 
 recipe_of() { cat "$@" | sha256sum | cut -c1-16; }

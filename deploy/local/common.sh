@@ -30,11 +30,14 @@ DEV_JWT_ISSUER="https://auth.delivery.local"
 DEV_JWT_AUDIENCE="delivery-platform"
 DEV_KEY_DIR="$LOCAL/dev-keys"
 
+# as_root COMMAND...: runs COMMAND as root (with sudo unless root already).
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
 # apt_install PACKAGE...: installs Debian packages (with sudo unless root).
 apt_install() {
     log "installing Debian packages: $*"
-    local sudo=""
-    [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    $sudo apt-get update -qq
-    $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    as_root apt-get update -qq
+    as_root apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
