@@ -5,6 +5,7 @@ import math
 import socket
 import ssl
 import time
+import uuid
 
 import pytest
 import requests
@@ -143,29 +144,56 @@ def test_a_flood_of_socket_handshakes_from_one_address_gets_429_json(gateway):
     assert session_from(gateway, "127.0.0.3").get(url, timeout=5).status_code == 200
 
 
+def tls_connection(gateway, port, address="127.0.0.1"):
+    """A TLS connection to the gateway from `address`, trusting its certificate."""
+    context = ssl.create_default_context(cafile=gateway.certificate)
+    connection = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(address, 0))
+    return context.wrap_socket(connection, server_hostname="127.0.0.1")
+
+
+def read_answer(connection):
+    """(status, headers, body read so far, at least Content-Length bytes) of the HTTP answer on `connection`."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = connection.recv(4096)
+        assert chunk, f"the gateway closed the connection after {received!r}"
+        received += chunk
+    head, body = received.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    headers = requests.structures.CaseInsensitiveDict(line.split(": ", 1) for line in lines[1:])
+    while len(body) < int(headers.get("Content-Length", 0)):
+        body += connection.recv(4096)
+    return int(lines[0].split()[1]), headers, body
+
+
+def test_a_photo_upload_refused_before_its_body_is_sent_says_the_connection_closes(gateway, cast, running_system):
+    """The photo streams to the service, which refuses an upload it does not expect before reading the body. nginx
+    then closes the client's connection; the answer must say so, or a client sends its next request on a
+    connection about to close and loses it (seen once in CI: RemoteDisconnected on the request after)."""
+    connection = tls_connection(gateway, running_system.profile.gateway_https_port)
+    try:
+        connection.sendall(f"POST /v1/orders/{uuid.uuid4()}/proof-photo HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+                           + f"Authorization: Bearer {cast.rider.token}\r\n".encode()
+                           + b"Content-Type: image/jpeg\r\nContent-Length: 100000\r\n\r\n\xff\xd8\xff")
+        status, headers, body = read_answer(connection)
+        assert (status, json.loads(body)["error"]["code"]) == (404, "NOT_FOUND")
+        assert headers.get("Connection") == "close"
+        assert connection.recv(4096) == b"", "and the gateway closes it"
+    finally:
+        connection.close()
+
+
 class WebSocketUpgrade:
     """A raw WebSocket upgrade of an Engine.IO connection through the gateway, sent from `address`; the connection
     stays open (holding its place in the gateway's count) until closed."""
 
     def __init__(self, gateway, address, port, query=""):
-        context = ssl.create_default_context(cafile=gateway.certificate)
-        connection = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(address, 0))
-        self.connection = context.wrap_socket(connection, server_hostname="127.0.0.1")
+        self.connection = tls_connection(gateway, port, address)
         self.connection.sendall(
             f"GET /orders/socket.io/?EIO=4&transport=websocket{query} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
             + b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
             b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
-        received = b""
-        while b"\r\n\r\n" not in received:
-            chunk = self.connection.recv(4096)
-            assert chunk, f"the gateway closed the connection after {received!r}"
-            received += chunk
-        head, self.body = received.split(b"\r\n\r\n", 1)
-        lines = head.decode().split("\r\n")
-        self.status = int(lines[0].split()[1])
-        self.headers = requests.structures.CaseInsensitiveDict(line.split(": ", 1) for line in lines[1:])
-        while len(self.body) < int(self.headers.get("Content-Length", 0)):
-            self.body += self.connection.recv(4096)
+        self.status, self.headers, self.body = read_answer(self.connection)
 
     def send_text(self, text):
         """One masked text frame (payloads under 126 bytes)."""

@@ -334,6 +334,7 @@ class System:
             "GATEWAY_PUBLIC_HTTPS_PORT": self.profile.gateway_https_port,
             "GATEWAY_TLS_CERT": self.tls_certificate, "GATEWAY_TLS_KEY": key,
             "GATEWAY_ACCESS_LOG": self.runtime / "logs" / "gateway-access.log",
+            "GATEWAY_ERROR_LOG": self.runtime / "logs" / "gateway-error.log",
             "GATEWAY_RUNTIME": directory, "GATEWAY_CONF": directory / "gateway.conf",
             "CONSOLE_ROOT": ROOT / "web" / "console", "LEAFLET_ROOT": "/usr/share/javascript/leaflet",
             "DEV_PARTIES_FILE": directory / "dev-parties.json", "CONSOLE_CONFIG_FILE": directory / "console-config.json",
@@ -368,7 +369,7 @@ class System:
         deadline = time.time() + 15
         while not port_in_use(self.profile.gateway_https_port):
             if self.gateway.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"the gateway did not start; see {directory}/error.log")
+                raise SystemExit(f"the gateway did not start; see {self.runtime}/logs/gateway-error.log")
             time.sleep(0.1)
 
 
@@ -417,7 +418,7 @@ def main():
                     log(f"{name} exited (status {process.returncode}); stopping the rest")
                     stopping.set()
             if system.gateway.poll() is not None:
-                log(f"the gateway exited; see {system.runtime}/gateway/error.log; stopping the rest")
+                log(f"the gateway exited; see {system.runtime}/logs/gateway-error.log; stopping the rest")
                 stopping.set()
             stopping.wait(0.5)
     finally:
