@@ -16,7 +16,7 @@ export CONTAINERS_CONF="$here/containers.conf"
 work=$(runtime_dir containers)/images
 mkdir -p "$work"
 
-command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc netavark aardvark-dns podman-compose debootstrap)"
+command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc netavark aardvark-dns iptables podman-compose debootstrap)"
 "$ROOT/deploy/local/setup.sh"
 
 # Podman's default network on a host where podman ran before with CNI (its fallback when netavark is missing, and

@@ -10,8 +10,11 @@ missing=()
 for tool in podman runc podman-compose debootstrap; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # netavark and aardvark-dns are only podman's recommendations: without them podman falls back to CNI, whose
-# networks have no DNS, and the services cannot find postgres or kafka by name.
+# networks have no DNS, and the services cannot find postgres or kafka by name. netavark sets up its networks with
+# iptables, which nothing installs with it: without it every container fails with "netavark: No such file or
+# directory" (found on a fresh machine).
 for helper in netavark aardvark-dns; do [ -x "/usr/lib/podman/$helper" ] || missing+=("$helper"); done
+[ -x /usr/sbin/iptables ] || missing+=(iptables)
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
 started=$(date +%s)
