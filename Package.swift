@@ -128,8 +128,6 @@ let package = Package(
             dependencies: [
                 "LoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Benchmarks/RealtimeLoad",
             swiftSettings: swiftSettings
@@ -149,8 +147,8 @@ let package = Package(
             name: "LoadKit",
             dependencies: [
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Benchmarks/LoadKit",
             swiftSettings: swiftSettings
@@ -161,7 +159,6 @@ let package = Package(
                 "Contracts", "Kafka", "ServiceKit", "LoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/AllocationLoad",
@@ -172,7 +169,6 @@ let package = Package(
             dependencies: [
                 "Contracts", "Kafka", "ServiceKit", "LoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/LocationLoad",
@@ -196,7 +192,6 @@ let package = Package(
                 "Contracts", "Kafka", "ServiceKit", "LoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/RecoveryLoad",
@@ -207,7 +202,6 @@ let package = Package(
             dependencies: [
                 "Contracts", "Kafka", "ServiceKit", "LoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/ChatLoad",

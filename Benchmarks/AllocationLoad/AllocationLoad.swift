@@ -2,7 +2,6 @@ import ArgumentParser
 import AsyncHTTPClient
 import Contracts
 import Foundation
-import HummingbirdWSClient
 import Kafka
 import LoadKit
 import Logging
@@ -155,27 +154,19 @@ enum RiderSocket {
         url: String, token: String, sent: PublishTimes, offers: LatencySamples, connected: LoadCounter,
         logger: Logger
     ) async {
-        do {
-            try await SocketIOLoadClient.connect(url: url, namespace: "/rider", token: token, logger: logger) {
-                messages, outbound in
-                connected.increment()
-                while let message = try await messages.next() {
-                    guard case .text(let text) = message else { continue }
-                    if text == "2" {
-                        try await outbound.write(.text("3"))
-                    } else if text.hasPrefix(#"42/rider,["offer""#), let orderId = field("orderId", in: text),
-                        let start = sent[orderId]
-                    {
-                        offers.add(since: start)
-                        if let offerId = field("offerId", in: text) {
-                            try await outbound.write(.text(#"42/rider,["received",{"offerId":"\#(offerId)"}]"#))
-                        }
-                    }
-                }
+        let socket = await LoadSocket.connect(url: url, namespace: "/rider", auth: #"{"token":"\#(token)"}"#) {
+            socket, text in
+            guard text.hasPrefix(#"42/rider,["offer""#), let orderId = field("orderId", in: text),
+                let start = sent[orderId]
+            else { return }
+            offers.add(since: start)
+            if let offerId = field("offerId", in: text) {
+                socket.send(#"42/rider,["received",{"offerId":"\#(offerId)"}]"#)
             }
-        } catch {
-            logger.warning("rider socket failed", metadata: ["error": "\(error)"])
-        }
+        }?.socket
+        guard let socket else { return logger.warning("a rider socket was refused or failed") }
+        connected.increment()
+        await socket.ended()
     }
 
     static func field(_ name: String, in text: String) -> String? {

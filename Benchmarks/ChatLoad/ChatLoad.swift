@@ -1,7 +1,6 @@
 import ArgumentParser
 import Contracts
 import Foundation
-import HummingbirdWSClient
 import Kafka
 import LoadKit
 import Logging
@@ -87,8 +86,7 @@ struct ChatLoad: AsyncParsableCommand {
                     group.addTask {
                         await ChatSocket.run(
                             url: url, token: token, orderId: party.order, user: user, joins: joins,
-                            deliveries: deliveries,
-                            directory: sockets, ready: signal, logger: logger
+                            deliveries: deliveries, directory: sockets, ready: signal
                         )
                     }
                     opened += 1
@@ -145,43 +143,48 @@ final class SocketDirectory: Sendable {
     var joinedCount: Int { sockets.withLock { $0.count } }
     var all: [ChatSocketHandle] { sockets.withLock { $0 } }
     func add(_ socket: ChatSocketHandle) { sockets.withLock { $0.append(socket) } }
-    func closeAll() { sockets.withLock { $0.forEach { $0.outbox.finish() } } }
+    func closeAll() { sockets.withLock { $0.forEach { $0.socket.close() } } }
 }
 
-/// A joined socket's outgoing queue.
+/// The acknowledgements a socket waits for, each timed into its recorder when it arrives.
+final class PendingAcknowledgements: Sendable {
+    private let pending = Mutex<[Int: (ContinuousClock.Instant, LatencySamples)]>([:])
+
+    func expect(_ id: Int, recorder: LatencySamples) { pending.withLock { $0[id] = (.now, recorder) } }
+
+    /// Times `text` if it acknowledges an expected id (`43/chat,<id>[…]`).
+    func received(_ text: String) {
+        let id = Int(text.dropFirst(8).prefix { $0.isNumber }) ?? -1
+        guard let (start, recorder) = pending.withLock({ $0.removeValue(forKey: id) }) else { return }
+        recorder.add(since: start)
+    }
+}
+
+/// A joined socket, to send timed joins and messages on.
 final class ChatSocketHandle: Sendable {
-    let outbox: AsyncStream<String>.Continuation
+    let socket: LoadSocket
     let orderId: String
     private let counter = Atomic<Int>(100)
-    private let pendingAcks = Mutex<[Int: (ContinuousClock.Instant, LatencySamples)]>([:])
+    private let pendingAcks: PendingAcknowledgements
+
+    init(socket: LoadSocket, orderId: String, pendingAcks: PendingAcknowledgements) {
+        self.socket = socket
+        self.orderId = orderId
+        self.pendingAcks = pendingAcks
+    }
 
     func sendJoin(recorder: LatencySamples) {
         let ack = counter.add(1, ordering: .relaxed).oldValue
-        pendingAcks.withLock { $0[ack] = (.now, recorder) }
-        outbox.yield(#"42/chat,\#(ack)["join",{"orderId":"\#(orderId)"}]"#)
-    }
-
-    /// An acknowledgement arrived: if it answers a timed join or message, record it.
-    func acknowledged(_ text: String) {
-        guard text.hasPrefix("43/chat,") else { return }
-        let digits = text.dropFirst(8).prefix { $0.isNumber }
-        guard let id = Int(digits), let (start, recorder) = pendingAcks.withLock({ $0.removeValue(forKey: id) }) else {
-            return
-        }
-        recorder.add(since: start)
-    }
-
-    init(outbox: AsyncStream<String>.Continuation, orderId: String) {
-        self.outbox = outbox
-        self.orderId = orderId
+        pendingAcks.expect(ack, recorder: recorder)
+        socket.send(#"42/chat,\#(ack)["join",{"orderId":"\#(orderId)"}]"#)
     }
 
     func sendMessage(recorder: LatencySamples) {
         let ack = counter.add(1, ordering: .relaxed).oldValue
-        pendingAcks.withLock { $0[ack] = (.now, recorder) }
+        pendingAcks.expect(ack, recorder: recorder)
         let stamp = ContinuousClock.now - Clock.origin
         let nanoseconds = stamp.components.seconds * 1_000_000_000 + stamp.components.attoseconds / 1_000_000_000
-        outbox.yield(
+        socket.send(
             #"42/chat,\#(ack)["message",{"orderId":"\#(orderId)","clientMessageId":"\#(UUID().uuidString)","text":"t:\#(nanoseconds)"}]"#
         )
     }
@@ -196,58 +199,39 @@ enum Clock {
     }
 }
 
-/// One client: connect to `/chat`, join (timing the acknowledgement with history), answer pings, time deliveries.
+/// One client: connect to `/chat`, join (timing the acknowledgement with history), time deliveries and
+/// acknowledgements as they arrive, on the socket's event loop.
 enum ChatSocket {
     static func run(
         url: String, token: String, orderId: String, user: String, joins: LatencySamples, deliveries: LatencySamples,
-        directory: SocketDirectory,
-        ready: AsyncStream<Void>.Continuation, logger: Logger
+        directory: SocketDirectory, ready: AsyncStream<Void>.Continuation
     ) async {
-        do {
-            try await SocketIOLoadClient.connect(url: url, namespace: "/chat", token: token, logger: logger) {
-                messages, outbound in
-                ready.yield()
-                // Join, retrying while the room is not open yet; time the successful join.
-                var attempt = 0
-                while true {
-                    attempt += 1
-                    let began = ContinuousClock.now
-                    try await outbound.write(.text(#"42/chat,\#(attempt)["join",{"orderId":"\#(orderId)"}]"#))
-                    var answer = ""
-                    while case .text(let text)? = try await messages.next() {
-                        if text == "2" { try await outbound.write(.text("3")); continue }
-                        if text.hasPrefix("43/chat,\(attempt)[") { answer = text; break }
-                    }
-                    if answer.contains(#""ok":true"#) {
-                        joins.add(since: began)
-                        break
-                    }
-                    try await Task.sleep(for: .milliseconds(200))
-                }
-                let (outgoing, outbox) = AsyncStream.makeStream(of: String.self)
-                let handle = ChatSocketHandle(outbox: outbox, orderId: orderId)
-                directory.add(handle)
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        for await text in outgoing { try await outbound.write(.text(text)) }
-                        try await outbound.close(.normalClosure, reason: nil)
-                    }
-                    while let message = try await messages.next() {
-                        guard case .text(let text) = message else { continue }
-                        if text == "2" {
-                            outbox.yield("3")
-                        } else if text.hasPrefix("43/chat,") {
-                            handle.acknowledged(text)
-                        } else if text.hasPrefix(#"42/chat,["message""#), let range = text.range(of: #""text":"t:"#) {
-                            let digits = text[range.upperBound...].prefix { $0.isNumber }
-                            if let stamp = Int64(digits) {
-                                deliveries.add(Clock.milliseconds(since: stamp), sentAt: Double(stamp) / 1e9)
-                            }
-                        }
-                    }
-                    outbox.finish()
+        let pendingAcks = PendingAcknowledgements()
+        let connected = await LoadSocket.connect(url: url, namespace: "/chat", auth: #"{"token":"\#(token)"}"#) {
+            _, text in
+            if text.hasPrefix("43/chat,") {
+                pendingAcks.received(text)
+            } else if text.hasPrefix(#"42/chat,["message""#), let range = text.range(of: #""text":"t:"#) {
+                let digits = text[range.upperBound...].prefix { $0.isNumber }
+                if let stamp = Int64(digits) {
+                    deliveries.add(Clock.milliseconds(since: stamp), sentAt: Double(stamp) / 1e9)
                 }
             }
-        } catch {}
+        }
+        ready.yield()
+        guard let socket = connected?.socket else { return }
+        // Join, retrying while the room is not open yet; time the successful join.
+        for attempt in 1..<100 {
+            let began = ContinuousClock.now
+            guard let answer = await socket.call(#"42/chat,\#(attempt)["join",{"orderId":"\#(orderId)"}]"#, id: attempt)
+            else { return }
+            if answer.contains(#""ok":true"#) {
+                joins.add(since: began)
+                directory.add(ChatSocketHandle(socket: socket, orderId: orderId, pendingAcks: pendingAcks))
+                break
+            }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        await socket.ended()
     }
 }

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Contracts
 import Foundation
-import HummingbirdWSClient
 import Kafka
 import LoadKit
 import Logging
@@ -84,7 +83,7 @@ struct LocationLoad: AsyncParsableCommand {
                 let token = try await issuer.token(userId: party.customer, role: .customer, name: "Customer")
                 let url = urls[index % urls.count]
                 group.addTask {
-                    await LoadSocket.watch(
+                    await TrackingClients.watch(
                         url: url, token: token, jobId: party.job, latencies: latencies, watching: watching,
                         measuring: measuring, stop: stop,
                         logger: logger
@@ -98,9 +97,9 @@ struct LocationLoad: AsyncParsableCommand {
                 let token = try await issuer.token(userId: party.rider, role: .rider, name: "Rider")
                 let url = urls[(index / 2) % urls.count]
                 group.addTask {
-                    await LoadSocket.courier(
+                    await TrackingClients.courier(
                         url: url, token: token, start: (party.lat, party.lng), slot: index, pacer: pacer,
-                        up: couriersUp, stop: stop, logger: logger)
+                        up: couriersUp, logger: logger)
                 }
                 if index % 250 == 249 { try await Task.sleep(for: .milliseconds(200)) }
             }
@@ -133,95 +132,62 @@ struct LocationLoad: AsyncParsableCommand {
 }
 
 /// The load generator's clients over the raw Socket.IO protocol on `/tracking`.
-enum LoadSocket {
-    /// A customer: tracks the job (until it is live), then times every `location` from its `recordedAt`.
+enum TrackingClients {
     /// Whether a `track` answer or `tracking_status` says the job is tracked: live, or stale until a position.
     static func isTracked(_ text: String) -> Bool {
         text.contains(#""state":"live""#) || text.contains(#""state":"stale""#)
     }
 
+    /// A customer: tracks the job (until it is live), then times every `location` from its `recordedAt`.
     static func watch(
         url: String, token: String, jobId: String, latencies: LatencySamples, watching: LoadCounter,
-        measuring: LoadCounter, stop: LoadCounter,
-        logger: Logger
+        measuring: LoadCounter, stop: LoadCounter, logger: Logger
     ) async {
-        do {
-            try await SocketIOLoadClient.connect(url: url, namespace: "/tracking", token: token, logger: logger) {
-                messages, outbound in
-                // Track once the job is known; then it is tracked at once or a `tracking_status` says so. Stale counts:
-                // a job with no position for `TRACKING_STALE_AFTER_SECONDS` since its pickup is stale, as the first
-                // jobs are by the time the last of 5,000 are published, and only the positions below make it live.
-                var attempt = 0
-                var live = false
-                while stop.value == 0, !live {
-                    attempt += 1
-                    try await outbound.write(.text(#"42/tracking,\#(attempt)["track",{"jobId":"\#(jobId)"}]"#))
-                    var answer = ""
-                    while case .text(let text)? = try await messages.next() {
-                        if text == "2" { try await outbound.write(.text("3")); continue }
-                        if text.hasPrefix("43/tracking,\(attempt)[") { answer = text; break }
-                    }
-                    if isTracked(answer) { break }
-                    if answer.contains(#""error""#) {
-                        try await Task.sleep(for: .seconds(2))
-                        continue
-                    }
-                    while !live, case .text(let text)? = try await messages.next() {
-                        if text == "2" { try await outbound.write(.text("3")) }
-                        live = text.hasPrefix(#"42/tracking,["tracking_status""#) && isTracked(text)
-                    }
+        let (statuses, tracked) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let connected = await LoadSocket.connect(url: url, namespace: "/tracking", auth: #"{"token":"\#(token)"}"#) {
+            _, text in
+            if text.hasPrefix(#"42/tracking,["location""#), let range = text.range(of: #""recordedAt":""#) {
+                let stamp = String(text[range.upperBound...].prefix { $0 != "\"" })
+                // Positions recorded inside the measured window only.
+                if let recorded = ISO8601.parse(stamp), measuring.value == 1 {
+                    latencies.add(Date().timeIntervalSince(recorded) * 1000)
                 }
-                watching.increment()
-                while stop.value == 0, let message = try await messages.next() {
-                    guard case .text(let text) = message else { continue }
-                    if text == "2" {
-                        try await outbound.write(.text("3"))
-                    } else if text.hasPrefix(#"42/tracking,["location""#),
-                        let range = text.range(of: #""recordedAt":""#)
-                    {
-                        let stamp = String(text[range.upperBound...].prefix { $0 != "\"" })
-                        // Positions recorded inside the measured window only.
-                        if let recorded = ISO8601.parse(stamp), measuring.value == 1 {
-                            latencies.add(Date().timeIntervalSince(recorded) * 1000)
-                        }
-                    }
-                }
+            } else if text.hasPrefix(#"42/tracking,["tracking_status""#), isTracked(text) {
+                tracked.yield()
             }
-        } catch is CancellationError {
-            // The run is over.
-        } catch {
-            logger.warning("watcher socket failed", metadata: ["error": "\(error)"])
         }
+        guard let socket = connected?.socket else { return logger.warning("a watcher socket was refused or failed") }
+        // Track once the job is known; then it is tracked at once or a `tracking_status` says so. Stale counts: a job
+        // with no position for `TRACKING_STALE_AFTER_SECONDS` since its pickup is stale, as the first jobs are by the
+        // time the last of 5,000 are published, and only the positions below make it live.
+        var attempt = 0
+        while stop.value == 0 {
+            attempt += 1
+            guard
+                let answer = await socket.call(#"42/tracking,\#(attempt)["track",{"jobId":"\#(jobId)"}]"#, id: attempt)
+            else { return }
+            if isTracked(answer) { break }
+            if answer.contains(#""error""#) {
+                try? await Task.sleep(for: .seconds(2))
+                continue
+            }
+            for await _ in statuses { break }
+            break
+        }
+        watching.increment()
+        await socket.ended()
     }
 
-    /// A rider: sends the positions `pacer` gives it, a second apart, and answers pings, until stopped.
+    /// A rider: given to `pacer`, which sends its positions a second apart, until stopped.
     static func courier(
         url: String, token: String, start: (lat: Double, lng: Double), slot: Int, pacer: CourierPacer,
-        up: LoadCounter, stop: LoadCounter, logger: Logger
+        up: LoadCounter, logger: Logger
     ) async {
-        do {
-            try await SocketIOLoadClient.connect(url: url, namespace: "/tracking", token: token, logger: logger) {
-                messages, outbound in
-                up.increment()
-                let (outgoing, outbox) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(64))
-                pacer.add(outbox, start: start, slot: slot)
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        for await text in outgoing { try await outbound.write(.text(text)) }
-                    }
-                    // Answers pings; acknowledgements are read and dropped.
-                    while stop.value == 0, let message = try await messages.next() {
-                        if case .text("2") = message { outbox.yield("3") }
-                    }
-                    outbox.finish()
-                    group.cancelAll()
-                }
-            }
-        } catch is CancellationError {
-            // The run is over.
-        } catch {
-            logger.warning("rider socket failed", metadata: ["error": "\(error)"])
-        }
+        let connected = await LoadSocket.connect(url: url, namespace: "/tracking", auth: #"{"token":"\#(token)"}"#)
+        guard let socket = connected?.socket else { return logger.warning("a rider socket was refused or failed") }
+        up.increment()
+        pacer.add(socket, start: start, slot: slot)
+        await socket.ended()
     }
 }
 
@@ -230,7 +196,7 @@ enum LoadSocket {
 /// most of a core at 5,000 riders.)
 final class CourierPacer: Sendable {
     private struct Rider {
-        let outbox: AsyncStream<String>.Continuation
+        let socket: LoadSocket
         let start: (lat: Double, lng: Double)
         var second = 0
     }
@@ -238,9 +204,9 @@ final class CourierPacer: Sendable {
     private static let slots = 100
     private let riders = Mutex<[[Rider]]>(Array(repeating: [], count: CourierPacer.slots))
 
-    /// Gives `outbox` a position a second from `start` on, in slot `slot` (modulo 100).
-    func add(_ outbox: AsyncStream<String>.Continuation, start: (lat: Double, lng: Double), slot: Int) {
-        riders.withLock { $0[slot % Self.slots].append(Rider(outbox: outbox, start: start)) }
+    /// Gives `socket` a position a second from `start` on, in slot `slot` (modulo 100).
+    func add(_ socket: LoadSocket, start: (lat: Double, lng: Double), slot: Int) {
+        riders.withLock { $0[slot % Self.slots].append(Rider(socket: socket, start: start)) }
     }
 
     /// Runs until `stop`, counting in `sent` the positions given while `measuring` is 1.
@@ -250,7 +216,7 @@ final class CourierPacer: Sendable {
         var tick = 0
         while stop.value == 0 {
             let recordedAt = ISO8601.format(Date())
-            // Counted only when queued for the socket; a rider whose socket ended leaves its slot.
+            // A rider whose socket ended leaves its slot.
             let given = riders.withLock { slots in
                 var given = 0
                 var ended: [Int] = []
@@ -260,12 +226,12 @@ final class CourierPacer: Sendable {
                     let lat = rider.start.lat - Double(rider.second) * 0.0001
                     let position =
                         #"{"lat":\#(lat),"lng":\#(rider.start.lng),"accuracyMeters":8,"speedMps":8,"recordedAt":"\#(recordedAt)"}"#
-                    switch rider.outbox.yield(#"42/tracking,\#(rider.second)["position",\#(position)]"#) {
-                    case .enqueued: given += 1
-                    case .terminated: ended.append(index)
-                    case .dropped: break
-                    @unknown default: break
+                    guard rider.socket.channel.isActive else {
+                        ended.append(index)
+                        continue
                     }
+                    rider.socket.send(#"42/tracking,\#(rider.second)["position",\#(position)]"#)
+                    given += 1
                 }
                 for index in ended.reversed() { slots[tick % Self.slots].remove(at: index) }
                 return given

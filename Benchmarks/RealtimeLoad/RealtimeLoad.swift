@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
 import LoadKit
-import NIOCore
-import NIOPosix
 import Synchronization
 
 /// A load generator that speaks the raw Socket.IO protocol over WebSocket to the conformance server: it holds
@@ -44,10 +42,9 @@ struct RealtimeLoad: AsyncParsableCommand {
         let baselineRSS = serverPid.flatMap(MachineCPU.residentKilobytes)
         let connectCPU = CPUMeter(serverPid: serverPid)
 
-        guard let endpoint = EventLoopClient.Endpoint(url: url) else {
+        guard let endpoint = LoadSocket.Endpoint(url: url) else {
             throw ValidationError("--url must be ws://HOST:PORT/PATH")
         }
-        let group = MultiThreadedEventLoopGroup.singleton
         var opened = 0
         while opened < connections {
             let batch = min(connectBatch, connections - opened)
@@ -55,17 +52,25 @@ struct RealtimeLoad: AsyncParsableCommand {
             let continuation = ready.continuation
             for _ in 0..<batch {
                 let startedAt = LatencyRecorder.now()
-                let events = EventLoopClient.Events(
-                    connected: { channel in
-                        pool.add(channel)
+                let handlers = LoadSocket.Handlers(
+                    connected: { socket, _, _ in
+                        pool.add(socket)
                         connectTimes.record(sentAt: startedAt)
                         continuation.yield(true)
                     },
-                    failed: { continuation.yield(false) },
-                    lost: { pool.connectionLost() },
-                    echoed: { recorder.record(sentAt: $0) }
+                    packet: { _, text in
+                        guard text.hasPrefix(#"42["message-back""#), let range = text.range(of: #""s":"#) else {
+                            return
+                        }
+                        if let sentAt = Int64(text[range.upperBound...].prefix { $0.isNumber }) {
+                            recorder.record(sentAt: sentAt)
+                        }
+                    },
+                    ended: { connected in
+                        if connected { pool.connectionLost() } else { continuation.yield(false) }
+                    }
                 )
-                EventLoopClient.connect(to: endpoint, group: group, events: events)
+                LoadSocket.open(endpoint, namespace: "/", auth: nil, handlers: handlers)
             }
             var established = 0
             for await success in ready.stream {
@@ -216,23 +221,23 @@ final class LatencyRecorder: Sendable {
 
 /// The open connections; sends round-robin at a rate.
 final class ConnectionPool: Sendable {
-    private let channels = Mutex<[any Channel]>([])
+    private let sockets = Mutex<[LoadSocket]>([])
     private let lost = Atomic<Int>(0)
 
-    var count: Int { channels.withLock { $0.count } }
+    var count: Int { sockets.withLock { $0.count } }
 
     /// Connections the server closed after they were established.
     var lostCount: Int { lost.load(ordering: .relaxed) }
 
     func connectionLost() { lost.add(1, ordering: .relaxed) }
 
-    func add(_ channel: any Channel) { channels.withLock { $0.append(channel) } }
+    func add(_ socket: LoadSocket) { sockets.withLock { $0.append(socket) } }
 
-    func closeAll() { channels.withLock { $0.forEach { $0.close(promise: nil) } } }
+    func closeAll() { sockets.withLock { $0.forEach { $0.close() } } }
 
     /// Sends `rate` messages a second for `seconds`, spread in 10 ms ticks. Returns how many were sent.
     func send(rate: Int, seconds: Int) async throws -> Int {
-        let targets = channels.withLock { $0 }
+        let targets = sockets.withLock { $0 }
         guard !targets.isEmpty else { return 0 }
         let ticks = seconds * 100
         var next = 0
@@ -242,9 +247,7 @@ final class ConnectionPool: Sendable {
         for tick in 0..<ticks {
             let due = rate * (tick + 1) / 100 - rate * tick / 100
             for _ in 0..<due {
-                let channel = targets[next % targets.count]
-                let text = #"42["message",{"s":\#(LatencyRecorder.now())}]"#
-                channel.writeAndFlush(EventLoopClient.textFrame(text, allocator: channel.allocator), promise: nil)
+                targets[next % targets.count].send(#"42["message",{"s":\#(LatencyRecorder.now())}]"#)
                 next += 1
                 sent += 1
             }

@@ -2,7 +2,6 @@ import ArgumentParser
 import AsyncHTTPClient
 import Contracts
 import Foundation
-import HummingbirdWSClient
 import Kafka
 import LoadKit
 import Logging
@@ -120,7 +119,7 @@ struct RecoveryLoad: AsyncParsableCommand {
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for sender in senders {
-                group.addTask { await sender.run(published: published, logger: logger) }
+                group.addTask { await sender.run(published: published) }
             }
             group.addTask {
                 for try await message in consumer.messages {
@@ -139,7 +138,7 @@ struct RecoveryLoad: AsyncParsableCommand {
                 let connectAt = clock.now + .milliseconds(index * 15_000 / clients.count)
                 group.addTask {
                     try await Task.sleep(until: connectAt, clock: clock)
-                    await loadClient.run(dropTimes: dropTimes, stopAt: stopAt, stats: stats, logger: logger)
+                    await loadClient.run(dropTimes: dropTimes, stopAt: stopAt, stats: stats)
                 }
             }
             try await Task.sleep(until: streamStart, clock: clock)
@@ -227,7 +226,8 @@ final class MessageSender: Sendable {
     let room: String
     let token: String
     let url: String
-    private let (numbers, input) = AsyncStream.makeStream(of: Int.self)
+    /// The socket once connected, and the numbers given before it was.
+    private let connection = Mutex<(socket: LoadSocket?, waiting: [Int])>((nil, []))
 
     init(room: String, token: String, url: String) {
         self.room = room
@@ -235,43 +235,43 @@ final class MessageSender: Sendable {
         self.url = url
     }
 
-    func send(_ number: Int) { input.yield(number) }
-    func stop() { input.finish() }
+    private func messagePacket(_ number: Int) -> String {
+        #"42/chat,\#(number + 1)["message",{"orderId":"\#(room)","clientMessageId":"seq-\#(number)","text":"seq:\#(number)"}]"#
+    }
 
-    func run(published: Expected, logger: Logger) async {
-        let (room, numbers) = (room, numbers)
-        do {
-            try await SocketIOLoadClient.connect(url: url, namespace: "/chat", token: token, logger: logger) {
-                messages, outbound in
-                try await outbound.write(.text(#"42/chat,0["join",{"orderId":"\#(room)"}]"#))
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        for await number in numbers {
-                            try await outbound.write(
-                                .text(
-                                    #"42/chat,\#(number + 1)["message",{"orderId":"\#(room)","clientMessageId":"seq-\#(number)","text":"seq:\#(number)"}]"#
-                                ))
-                        }
-                    }
-                    while case .text(let text)? = try await messages.next() {
-                        if text == "2" {
-                            try await outbound.write(.text("3"))
-                        } else if text.hasPrefix("43/chat,0[") && !text.contains(#""ok":true"#) {
-                            // The room is not open yet: join again.
-                            try await Task.sleep(for: .milliseconds(200))
-                            try await outbound.write(.text(#"42/chat,0["join",{"orderId":"\#(room)"}]"#))
-                        } else if text.hasPrefix("43/chat,"), text.contains(#""status":"sent""#),
-                            let id = Int(text.dropFirst(8).prefix { $0.isNumber }), id > 0
-                        {
-                            published.add(String(id - 1), for: room)
-                        }
-                    }
-                    group.cancelAll()
-                }
-            }
-        } catch {
-            logger.debug("a sender's connection ended", metadata: ["error": "\(error)"])
+    func send(_ number: Int) {
+        let socket = connection.withLock { connection in
+            if connection.socket == nil { connection.waiting.append(number) }
+            return connection.socket
         }
+        socket?.send(messagePacket(number))
+    }
+
+    func stop() { connection.withLock { $0.socket }?.close() }
+
+    func run(published: Expected) async {
+        let room = room
+        let join = #"42/chat,0["join",{"orderId":"\#(room)"}]"#
+        let connected = await LoadSocket.connect(url: url, namespace: "/chat", auth: #"{"token":"\#(token)"}"#) {
+            socket, text in
+            if text.hasPrefix("43/chat,0[") && !text.contains(#""ok":true"#) {
+                // The room is not open yet: join again.
+                socket.channel.eventLoop.scheduleTask(in: .milliseconds(200)) { socket.send(join) }
+            } else if text.hasPrefix("43/chat,"), text.contains(#""status":"sent""#),
+                let id = Int(text.dropFirst(8).prefix { $0.isNumber }), id > 0
+            {
+                published.add(String(id - 1), for: room)
+            }
+        }
+        guard let socket = connected?.socket else { return }
+        socket.send(join)
+        let waiting = connection.withLock { connection in
+            connection.socket = socket
+            defer { connection.waiting = [] }
+            return connection.waiting
+        }
+        for number in waiting { socket.send(messagePacket(number)) }
+        await socket.ended()
     }
 }
 
@@ -346,11 +346,7 @@ final class LoadClient: Sendable {
         self.urls = urls
     }
 
-    func run(
-        dropTimes: [ContinuousClock.Instant], stopAt: ContinuousClock.Instant, stats: RecoveryStats, logger: Logger
-    )
-        async
-    {
+    func run(dropTimes: [ContinuousClock.Instant], stopAt: ContinuousClock.Instant, stats: RecoveryStats) async {
         var drops = dropTimes
         var first = true
         while ContinuousClock.now < stopAt {
@@ -360,43 +356,33 @@ final class LoadClient: Sendable {
             if let pid { auth += #","pid":"\#(pid)""# + (offset.map { #","offset":"\#($0)""# } ?? "") }
             auth += "}"
             let began = ContinuousClock.now
-            let wasFirst = first
-            do {
-                try await SocketIOLoadClient.connect(
-                    url: urls.randomElement()!, namespace: namespace, auth: auth, logger: logger
-                ) { answer, early, messages, outbound in
-                    let newPid = Self.field("pid", in: answer)
-                    let recovered = !wasFirst && pid != nil && newPid == pid
-                    self.state.withLock { $0.pid = newPid }
-                    if wasFirst {
-                        stats.connected.increment()
+            let connected = await LoadSocket.connect(url: urls.randomElement()!, namespace: namespace, auth: auth) {
+                socket, text in self.handle(text, socket: socket)
+            }
+            if let connected {
+                let socket = connected.socket
+                let newPid = Self.field("pid", in: connected.answer)
+                let recovered = !first && pid != nil && newPid == pid
+                state.withLock { $0.pid = newPid }
+                if first {
+                    stats.connected.increment()
+                } else {
+                    stats.reconnects.increment()
+                    if recovered {
+                        stats.recovered.increment()
+                        stats.recoveryTimes.add(LatencySamples.milliseconds(connected.at - began))
                     } else {
-                        stats.reconnects.increment()
-                        if recovered {
-                            stats.recovered.increment()
-                            stats.recoveryTimes.add(since: began)
-                        } else {
-                            self.state.withLock { $0.notRecovered += 1 }
-                        }
-                    }
-                    for text in early { try await self.handle(text, outbound: outbound) }
-                    if case .chat(let room) = self.kind, !recovered {
-                        try await outbound.write(.text(#"42/chat,1["join",{"orderId":"\#(room)"}]"#))
-                    }
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            try await Task.sleep(until: until, clock: ContinuousClock())
-                            try await outbound.close(.goingAway, reason: nil)
-                        }
-                        while let message = try await messages.next() {
-                            guard case .text(let text) = message else { continue }
-                            try await self.handle(text, outbound: outbound)
-                        }
-                        group.cancelAll()
+                        state.withLock { $0.notRecovered += 1 }
                     }
                 }
-            } catch {
-                logger.debug("connection ended", metadata: ["error": "\(error)"])
+                if case .chat(let room) = kind, !recovered {
+                    socket.send(#"42/chat,1["join",{"orderId":"\#(room)"}]"#)
+                }
+                let drop = socket.channel.eventLoop.scheduleTask(in: .nanoseconds(Self.nanoseconds(until - .now))) {
+                    socket.close()
+                }
+                await socket.ended()
+                drop.cancel()
             }
             first = false
             if !drops.isEmpty { drops.removeFirst() }
@@ -404,15 +390,17 @@ final class LoadClient: Sendable {
         }
     }
 
-    private func handle(_ text: String, outbound: WebSocketOutboundWriter) async throws {
-        if text == "2" {
-            try await outbound.write(.text("3"))
-            return
-        }
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        max(0, duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+    }
+
+    /// Handles one packet, on the socket's event loop.
+    private func handle(_ text: String, socket: LoadSocket) {
         // A join acknowledged for a room not open yet: try again.
         if text.hasPrefix("43/chat,1["), !text.contains(#""ok":true"#), case .chat(let room) = kind {
-            try await Task.sleep(for: .milliseconds(200))
-            try await outbound.write(.text(#"42/chat,1["join",{"orderId":"\#(room)"}]"#))
+            socket.channel.eventLoop.scheduleTask(in: .milliseconds(200)) {
+                socket.send(#"42/chat,1["join",{"orderId":"\#(room)"}]"#)
+            }
             return
         }
         if text.hasPrefix("43/chat,1[") {
@@ -435,7 +423,7 @@ final class LoadClient: Sendable {
         case .rider:
             if text.hasPrefix(#"42/rider,["offer""#), let offerId = Self.field("offerId", in: text) {
                 item = offerId
-                try await outbound.write(.text(#"42/rider,["received",{"offerId":"\#(offerId)"}]"#))
+                socket.send(#"42/rider,["received",{"offerId":"\#(offerId)"}]"#)
             }
         }
         state.withLock { state in
