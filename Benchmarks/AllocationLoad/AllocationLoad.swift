@@ -154,13 +154,13 @@ enum RiderSocket {
         url: String, token: String, sent: PublishTimes, offers: LatencySamples, connected: LoadCounter,
         logger: Logger
     ) async {
-        let socket = await LoadSocket.connect(url: url, namespace: "/rider", auth: #"{"token":"\#(token)"}"#) {
+        let socket = await LoadSocket.connect(url: url, namespace: "/rider", auth: LoadSocket.auth(token: token)) {
             socket, text in
-            guard text.hasPrefix(#"42/rider,["offer""#), let orderId = field("orderId", in: text),
+            guard text.hasPrefix(#"42/rider,["offer""#), let orderId = LoadSocket.field("orderId", in: text),
                 let start = sent[orderId]
             else { return }
             offers.add(since: start)
-            if let offerId = field("offerId", in: text) {
+            if let offerId = LoadSocket.field("offerId", in: text) {
                 socket.send(#"42/rider,["received",{"offerId":"\#(offerId)"}]"#)
             }
         }?.socket
@@ -169,8 +169,4 @@ enum RiderSocket {
         await socket.ended()
     }
 
-    static func field(_ name: String, in text: String) -> String? {
-        guard let range = text.range(of: #""\#(name)":""#) else { return nil }
-        return String(text[range.upperBound...].prefix { $0 != "\"" })
-    }
 }

@@ -207,7 +207,7 @@ enum ChatSocket {
         directory: SocketDirectory, ready: AsyncStream<Void>.Continuation
     ) async {
         let pendingAcks = PendingAcknowledgements()
-        let connected = await LoadSocket.connect(url: url, namespace: "/chat", auth: #"{"token":"\#(token)"}"#) {
+        let connected = await LoadSocket.connect(url: url, namespace: "/chat", auth: LoadSocket.auth(token: token)) {
             _, text in
             if text.hasPrefix("43/chat,") {
                 pendingAcks.received(text)

@@ -111,6 +111,15 @@ package final class LoadSocket: Sendable {
         }
     }
 
+    /// The CONNECT `auth` object carrying `token`, as the apps send it.
+    package static func auth(token: String) -> String { #"{"token":"\#(token)"}"# }
+
+    /// The value of the string field `name` in a packet's JSON (the first one), or nil.
+    package static func field(_ name: String, in text: String) -> String? {
+        guard let range = text.range(of: #""\#(name)":""#) else { return nil }
+        return String(text[range.upperBound...].prefix { $0 != "\"" })
+    }
+
     /// Sends `text` as one text frame.
     package func send(_ text: String) {
         channel.writeAndFlush(Self.textFrame(text, allocator: channel.allocator), promise: nil)

@@ -144,7 +144,8 @@ enum TrackingClients {
         measuring: LoadCounter, stop: LoadCounter, logger: Logger
     ) async {
         let (statuses, tracked) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let connected = await LoadSocket.connect(url: url, namespace: "/tracking", auth: #"{"token":"\#(token)"}"#) {
+        let connected = await LoadSocket.connect(url: url, namespace: "/tracking", auth: LoadSocket.auth(token: token))
+        {
             _, text in
             if text.hasPrefix(#"42/tracking,["location""#), let range = text.range(of: #""recordedAt":""#) {
                 let stamp = String(text[range.upperBound...].prefix { $0 != "\"" })
@@ -183,7 +184,7 @@ enum TrackingClients {
         url: String, token: String, start: (lat: Double, lng: Double), slot: Int, pacer: CourierPacer,
         up: LoadCounter, logger: Logger
     ) async {
-        let connected = await LoadSocket.connect(url: url, namespace: "/tracking", auth: #"{"token":"\#(token)"}"#)
+        let connected = await LoadSocket.connect(url: url, namespace: "/tracking", auth: LoadSocket.auth(token: token))
         guard let socket = connected?.socket else { return logger.warning("a rider socket was refused or failed") }
         up.increment()
         pacer.add(socket, start: start, slot: slot)

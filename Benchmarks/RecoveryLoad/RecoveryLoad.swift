@@ -252,7 +252,7 @@ final class MessageSender: Sendable {
     func run(published: Expected) async {
         let room = room
         let join = #"42/chat,0["join",{"orderId":"\#(room)"}]"#
-        let connected = await LoadSocket.connect(url: url, namespace: "/chat", auth: #"{"token":"\#(token)"}"#) {
+        let connected = await LoadSocket.connect(url: url, namespace: "/chat", auth: LoadSocket.auth(token: token)) {
             socket, text in
             if text.hasPrefix("43/chat,0[") && !text.contains(#""ok":true"#) {
                 // The room is not open yet: join again.
@@ -361,7 +361,7 @@ final class LoadClient: Sendable {
             }
             if let connected {
                 let socket = connected.socket
-                let newPid = Self.field("pid", in: connected.answer)
+                let newPid = LoadSocket.field("pid", in: connected.answer)
                 let recovered = !first && pid != nil && newPid == pid
                 state.withLock { $0.pid = newPid }
                 if first {
@@ -378,7 +378,7 @@ final class LoadClient: Sendable {
                 if case .chat(let room) = kind, !recovered {
                     socket.send(#"42/chat,1["join",{"orderId":"\#(room)"}]"#)
                 }
-                let drop = socket.channel.eventLoop.scheduleTask(in: .nanoseconds(Self.nanoseconds(until - .now))) {
+                let drop = socket.channel.eventLoop.scheduleTask(in: TimeAmount(until - .now)) {
                     socket.close()
                 }
                 await socket.ended()
@@ -388,10 +388,6 @@ final class LoadClient: Sendable {
             if !drops.isEmpty { drops.removeFirst() }
             try? await Task.sleep(for: .milliseconds(Int.random(in: 200...2000)))
         }
-    }
-
-    static func nanoseconds(_ duration: Duration) -> Int64 {
-        max(0, duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 
     /// Handles one packet, on the socket's event loop.
@@ -421,7 +417,7 @@ final class LoadClient: Sendable {
                 item = String(text[range.upperBound...].prefix { $0.isNumber })
             }
         case .rider:
-            if text.hasPrefix(#"42/rider,["offer""#), let offerId = Self.field("offerId", in: text) {
+            if text.hasPrefix(#"42/rider,["offer""#), let offerId = LoadSocket.field("offerId", in: text) {
                 item = offerId
                 socket.send(#"42/rider,["received",{"offerId":"\#(offerId)"}]"#)
             }
@@ -482,8 +478,4 @@ final class LoadClient: Sendable {
         }
     }
 
-    static func field(_ name: String, in text: String) -> String? {
-        guard let range = text.range(of: #""\#(name)":""#) else { return nil }
-        return String(text[range.upperBound...].prefix { $0 != "\"" })
-    }
 }
