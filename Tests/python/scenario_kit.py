@@ -39,7 +39,8 @@ class OrderEventPublisher:
             "schemaVersion": 1, "payload": payload,
         }
         self.producer.produce("orders.events", key=self.key, value=json.dumps(envelope))
-        self.producer.flush(10)
+        if self.producer.flush(10) > 0:
+            raise RuntimeError(f"{event_type} for {self.key} was not delivered to orders.events within 10 s")
 
 
 class Orders(OrderEventPublisher):
