@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import RealtimeTesting
 import ServiceKit
 import TestSupport
 import Testing
@@ -94,6 +95,60 @@ struct MigratorTests {
             try await database.scalar("SELECT count(*) FROM things", as: Int.self)
         }
         #expect(count == 1)
+    }
+
+    @Test("a schema's migration waits for that schema's lock only; one creating an extension waits for everyone's")
+    func locksPerSchema() async throws {
+        let plain = MigrationSet(component: "svc", migrations: [first])
+        let creatingExtension = MigrationSet(
+            component: "ext",
+            migrations: [Migration(version: 1, name: "cube", sql: "CREATE EXTENSION IF NOT EXISTS cube SCHEMA public;")]
+        )
+        try await withTestDatabase(migrations: []) { held in
+            try await withTestDatabase(migrations: []) { other in
+                let (schemaLock, databaseLock) = (
+                    try #require(Migrator.lockNames(of: first, schema: held.schema).last),
+                    try #require(Migrator.lockNames(of: creatingExtension.migrations[0], schema: other.schema).first)
+                )
+                #expect(Migrator.lockNames(of: first, schema: held.schema) == [schemaLock])
+                // While `lock` is held, `free` completes and `waiting` waits for it (another suite's service may be
+                // waiting for the database-wide lock too); it completes once released.
+                func whileHolding(_ lock: String, free: MigrationSet, in freeSchema: Database, waiting: MigrationSet)
+                    async throws
+                {
+                    try await held.client.withConnection { connection in
+                        _ = try await connection.query("BEGIN", logger: held.logger)
+                        _ = try await connection.query(
+                            "SELECT pg_advisory_xact_lock(hashtext(\(lock)))", logger: held.logger)
+                        try await Migrator.apply(
+                            [free], schema: freeSchema.schema, client: freeSchema.client, logger: freeSchema.logger)
+                        let waiter = Task {
+                            try await Migrator.apply(
+                                [waiting], schema: held.schema, client: held.client, logger: held.logger)
+                        }
+                        try await eventually(timeout: .seconds(20), "a migration waiting for \(lock)") {
+                            try await held.scalar(
+                                """
+                                SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                                AND objid::bigint = hashtext(\(lock))::bigint & 4294967295
+                                """, as: Int.self) ?? 0 >= 1
+                        }
+                        _ = try await connection.query("COMMIT", logger: held.logger)
+                        try await waiter.value
+                    }
+                }
+                try await whileHolding(schemaLock, free: plain, in: other, waiting: plain)
+                let another = Migration(version: 1, name: "more", sql: "CREATE TABLE more_things (id int);")
+                try await whileHolding(
+                    databaseLock, free: MigrationSet(component: "more", migrations: [another]), in: other,
+                    waiting: creatingExtension)
+                #expect(try await held.scalar("SELECT count(*) FROM things", as: Int.self) == 1)
+                #expect(
+                    try await held.scalar(
+                        "SELECT count(*) FROM schema_migrations WHERE component = 'ext'", as: Int.self)
+                        == 1)
+            }
+        }
     }
 
     @Test("migration files are read from a folder, ordered by version, and badly named files refused")
