@@ -71,7 +71,11 @@ if $swift_tests; then
     "$ROOT/deploy/local/postgres.sh" start "$runtime/postgres" "$PG_PORT"
     "$ROOT/deploy/local/broker.sh" start "$runtime/broker" "$KAFKA_PORT"
     tests_started=$(date +%s)
-    swift test --skip-build "${swift_flags[@]}" "$@" || status=$?
+    # At most SWIFT_TEST_PARALLELISM tests at once (default 8). Unbounded, every suite's services start together
+    # and the 2-core CI machine saturates: a Postgres round trip inside the test process took 50-100 ms and the
+    # services' consumers fell tens of seconds behind the scenarios waiting on them. Bounded, the run is no slower.
+    swift test --skip-build --experimental-maximum-parallelization-width "${SWIFT_TEST_PARALLELISM:-8}" \
+        "${swift_flags[@]}" "$@" || status=$?
     log "Swift tests took $(( $(date +%s) - tests_started )) s (exit status $status)"
     set --
 fi
