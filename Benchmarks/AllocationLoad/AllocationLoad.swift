@@ -168,5 +168,4 @@ enum RiderSocket {
         connected.increment()
         await socket.ended()
     }
-
 }

@@ -147,8 +147,7 @@ enum TrackingClients {
         let connected = await LoadSocket.connect(url: url, namespace: "/tracking", auth: LoadSocket.auth(token: token))
         {
             _, text in
-            if text.hasPrefix(#"42/tracking,["location""#), let range = text.range(of: #""recordedAt":""#) {
-                let stamp = String(text[range.upperBound...].prefix { $0 != "\"" })
+            if text.hasPrefix(#"42/tracking,["location""#), let stamp = LoadSocket.field("recordedAt", in: text) {
                 // Positions recorded inside the measured window only.
                 if let recorded = ISO8601.parse(stamp), measuring.value == 1 {
                     latencies.add(Date().timeIntervalSince(recorded) * 1000)

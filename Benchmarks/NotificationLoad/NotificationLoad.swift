@@ -45,10 +45,7 @@ struct NotificationLoad: AsyncParsableCommand {
         router.post("v1/projects/:project/messages:send") { request, _ -> Response in
             let body = try await request.body.collect(upTo: 1 << 20)
             let text = String(buffer: body)
-            if let range = text.range(of: #""seq":""#) {
-                let id = String(text[range.upperBound...].prefix { $0 != "\"" })
-                if let start = published[id] { latencies.add(since: start) }
-            }
+            if let id = LoadSocket.field("seq", in: text), let start = published[id] { latencies.add(since: start) }
             received.increment()
             let now = Date()
             firstAndLast.withLock { $0 = ($0.0 ?? now, now) }

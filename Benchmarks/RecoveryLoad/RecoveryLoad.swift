@@ -477,5 +477,4 @@ final class LoadClient: Sendable {
             return after.epoch == before.epoch && after.offset < before.offset
         }
     }
-
 }
