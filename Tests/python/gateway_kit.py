@@ -572,13 +572,15 @@ class ServiceVisitJourney(DeliveryJourney):
 
 
 def map_followed_the_route(seen_map):
-    """The watcher's map moved only forward along the positions sent and ended at the last one. A position may be
+    """The watcher's map never moved back along the positions sent and ended at the last one. A position may be
     passed over: `location` is a latest-only emit, and one still waiting to be sent is replaced by a newer one
-    (docs/architecture.md), as when the watcher's socket is still upgrading from long-polling."""
+    (docs/architecture.md), as when the watcher's socket is still upgrading from long-polling. A position may be
+    shown twice in a row: a socket that recovers on another instance gets each room's latest value again, which it
+    may have had already."""
     sent = [(point["lat"], point["lng"]) for point in seen_map["sent"]]
     shown = [(location["lat"], location["lng"]) for location in seen_map["locations"]]
     indexes = [sent.index(point) for point in shown if point in sent]
-    return (len(indexes) == len(shown) and indexes == sorted(set(indexes)) and bool(indexes)
+    return (len(indexes) == len(shown) and indexes == sorted(indexes) and bool(indexes)
             and indexes[-1] == len(sent) - 1)
 
 
