@@ -96,7 +96,9 @@ package struct NotificationSettings: Sendable {
                     variable: "FCM_SERVICE_ACCOUNT_FILE", problem: "\(file) is not a service-account JSON: \(error)")
             }
             providers[.android] = try await FCMProvider(
-                account: account, baseURL: fcmBaseURL, tokenURL: fcmTokenURL, client: .shared, timeout: timeout)
+                account: account, baseURL: fcmBaseURL, tokenURL: fcmTokenURL,
+                client: Self.client(trusting: nil, connections: concurrency),
+                timeout: timeout)
         }
         if let file = apnsKeyFile, let keyId = apnsKeyId, let teamId = apnsTeamId, let topic = apnsTopic {
             guard let pem = try? String(contentsOfFile: file, encoding: .utf8) else {
@@ -104,26 +106,33 @@ package struct NotificationSettings: Sendable {
             }
             providers[.ios] = try await APNsProvider(
                 privateKeyPEM: pem, keyId: keyId, teamId: teamId, topic: topic, baseURL: apnsBaseURL,
-                client: try Self.client(trusting: apnsCAFile), timeout: timeout, refreshAfter: apnsTokenRefresh
+                client: Self.client(trusting: apnsCAFile, connections: concurrency), timeout: timeout,
+                refreshAfter: apnsTokenRefresh
             )
         }
         return providers
     }
 
-    /// HTTP clients that also trust a CA file, one per file for the life of the process (AsyncHTTPClient
+    /// The providers' HTTP clients, one per CA file and connection limit for the life of the process (AsyncHTTPClient
     /// clients must be shut down before they go; these never go).
     private static let clients = Mutex<[String: HTTPClient]>([:])
 
-    static func client(trusting caFile: String?) throws -> HTTPClient {
-        guard let caFile else { return .shared }
-        return try clients.withLock { clients in
-            if let client = clients[caFile] { return client }
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .file(caFile)
-            var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
-            configuration.httpVersion = .automatic
+    /// A client like `HTTPClient.shared` that opens up to `connections` HTTP/1.1 connections to a provider (the
+    /// shared one opens 8, which held `PUSH_CONCURRENCY` calls to an HTTP/1.1 endpoint to 8 at once; HTTP/2
+    /// multiplexes them on one), trusting `caFile` too when given.
+    static func client(trusting caFile: String?, connections: Int) -> HTTPClient {
+        clients.withLock { clients in
+            let key = "\(connections) \(caFile ?? "")"
+            if let client = clients[key] { return client }
+            var configuration = HTTPClient.Configuration.singletonConfiguration
+            if let caFile {
+                var tls = TLSConfiguration.makeClientConfiguration()
+                tls.trustRoots = .file(caFile)
+                configuration.tlsConfiguration = tls
+            }
+            configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = connections
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-            clients[caFile] = client
+            clients[key] = client
             return client
         }
     }

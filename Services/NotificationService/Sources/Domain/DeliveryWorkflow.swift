@@ -25,13 +25,11 @@ package struct DeliveryWorkflow: Sendable {
     /// Records the requests and a delivery per device of each user; returns the deliveries to attempt. A
     /// notification id seen before is skipped; a user without devices is logged as such (PushFailed no_devices).
     package func accept(_ requests: [PushRequested], on connection: PostgresConnection) async throws -> [Int64] {
-        let fresh = try await store.insert(requests, on: connection)
+        let now = self.now()
+        let (fresh, deliveries) = try await store.insert(requests, now: now, on: connection)
         for request in requests where !fresh.contains(request.notificationId) {
             logger.info("duplicate notification skipped", metadata: ["notification.id": "\(request.notificationId)"])
         }
-        if fresh.isEmpty { return [] }
-        let now = self.now()
-        let deliveries = try await store.addDeliveries(of: Array(fresh), now: now, on: connection)
         let delivered = Set(deliveries.map(\.notificationId))
         var failed = Set<String>()
         for request in requests

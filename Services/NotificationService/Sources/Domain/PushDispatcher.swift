@@ -30,7 +30,7 @@ package final class PushDispatcher: Sendable {
         self.providers = providers
         self.attempts = attempts
         self.logger = logger
-        self.leases = GroupedTransactions(database: database, limit: 256) { ids, connection in
+        self.leases = GroupedTransactions(database: database, limit: 256, singleStatement: true) { ids, connection in
             let (attempts, leasedAt) = try await workflow.lease(ids, on: connection)
             let byId = Dictionary(attempts.map { ($0.deliveryId, $0) }, uniquingKeysWith: { first, _ in first })
             return ids.map { id in byId[id].map { ($0, leasedAt) } }
@@ -91,7 +91,8 @@ struct UnansweredInputs: Error {}
 
 /// Runs one transaction for many callers: a call that arrives while a group is being written waits for the next
 /// group, which takes every call waiting by then (up to `limit`). `body` answers each input of a group, in order;
-/// a group that fails fails each of its callers.
+/// a group that fails fails each of its callers. A `singleStatement` body runs without BEGIN and COMMIT around it:
+/// its one statement commits on its own.
 final class GroupedTransactions<Input: Sendable, Output: Sendable>: Sendable {
     typealias Body = @Sendable ([Input], PostgresConnection) async throws -> [Output]
 
@@ -107,12 +108,14 @@ final class GroupedTransactions<Input: Sendable, Output: Sendable>: Sendable {
 
     private let database: Database
     private let limit: Int
+    private let singleStatement: Bool
     private let body: Body
     private let state = Mutex(State())
 
-    init(database: Database, limit: Int, body: @escaping Body) {
+    init(database: Database, limit: Int, singleStatement: Bool = false, body: @escaping Body) {
         self.database = database
         self.limit = limit
+        self.singleStatement = singleStatement
         self.body = body
     }
 
@@ -139,11 +142,13 @@ final class GroupedTransactions<Input: Sendable, Output: Sendable>: Sendable {
             }
             if group.isEmpty { return }
             do {
-                let outputs = try await database.transaction { connection in
+                let write = { @Sendable [body] (connection: PostgresConnection) in
                     let outputs = try await body(group.map(\.input), connection)
                     guard outputs.count == group.count else { throw UnansweredInputs() }
                     return outputs
                 }
+                let outputs =
+                    try await singleStatement ? database.withConnection(write) : database.transaction(write)
                 for (waiting, output) in zip(group, outputs) { waiting.continuation.resume(returning: output) }
             } catch {
                 for waiting in group { waiting.continuation.resume(throwing: error) }

@@ -28,45 +28,41 @@ package struct NotificationStore: Sendable {
         package var message: PushMessage
     }
 
-    /// Stores the requests in one statement; the notification ids not seen before (a repeated id is stored once).
-    package func insert(_ requests: [PushRequested], on connection: PostgresConnection) async throws -> Set<String> {
+    /// Stores the requests and a pending delivery of each new one to each device of its user, due at `now`, in one
+    /// statement; the notification ids not seen before (a repeated id is stored once) and the deliveries' ids, with
+    /// their notification's.
+    package func insert(_ requests: [PushRequested], now: Date, on connection: PostgresConnection) async throws
+        -> (fresh: Set<String>, deliveries: [(id: Int64, notificationId: String)])
+    {
         let document = String(decoding: try JSONEncoder().encode(requests), as: UTF8.self)
         let rows = try await connection.queryWhileOpen(
             """
-            INSERT INTO notifications (notification_id, user_id, kind, title, body, data, priority, collapse_key,
-                                       ttl_seconds, sound, correlation_id, wakes_app, status)
-            SELECT r."notificationId", r."userId", r.kind, r.title, r.body, r.data, r.priority, r."collapseKey",
-                   r."ttlSeconds", r.sound, r."correlationId", coalesce(r."wakesApp", false), 'pending'
-            FROM jsonb_to_recordset(\(document)::jsonb) AS r(
-                "notificationId" text, "userId" text, kind text, title text, body text, data jsonb, priority text,
-                "collapseKey" text, "ttlSeconds" integer, sound text, "correlationId" text, "wakesApp" boolean)
-            ON CONFLICT (notification_id) DO NOTHING RETURNING notification_id
+            WITH fresh AS (
+                INSERT INTO notifications (notification_id, user_id, kind, title, body, data, priority, collapse_key,
+                                           ttl_seconds, sound, correlation_id, wakes_app, status)
+                SELECT r."notificationId", r."userId", r.kind, r.title, r.body, r.data, r.priority, r."collapseKey",
+                       r."ttlSeconds", r.sound, r."correlationId", coalesce(r."wakesApp", false), 'pending'
+                FROM jsonb_to_recordset(\(document)::jsonb) AS r(
+                    "notificationId" text, "userId" text, kind text, title text, body text, data jsonb,
+                    priority text, "collapseKey" text, "ttlSeconds" integer, sound text, "correlationId" text,
+                    "wakesApp" boolean)
+                ON CONFLICT (notification_id) DO NOTHING RETURNING notification_id, user_id
+            ), added AS (
+                INSERT INTO deliveries (notification_id, token, platform, status, next_attempt_at)
+                SELECT f.notification_id, d.token, d.platform, 'pending', \(now)
+                FROM fresh f JOIN devices d ON d.user_id = f.user_id
+                RETURNING id, notification_id
+            )
+            SELECT f.notification_id, a.id FROM fresh f LEFT JOIN added a ON a.notification_id = f.notification_id
             """, logger: logger
         )
-        var inserted = Set<String>()
-        for try await id in rows.decode(String.self) { inserted.insert(id) }
-        return inserted
-    }
-
-    /// A pending delivery of each notification to each device of its user, due at `now`; their ids, with their
-    /// notification's.
-    package func addDeliveries(of notificationIds: [String], now: Date, on connection: PostgresConnection)
-        async throws -> [(id: Int64, notificationId: String)]
-    {
-        let rows = try await connection.queryWhileOpen(
-            """
-            INSERT INTO deliveries (notification_id, token, platform, status, next_attempt_at)
-            SELECT n.notification_id, d.token, d.platform, 'pending', \(now)
-            FROM notifications n JOIN devices d ON d.user_id = n.user_id
-            WHERE n.notification_id = ANY(\(notificationIds)::text[])
-            RETURNING id, notification_id
-            """, logger: logger
-        )
+        var fresh = Set<String>()
         var deliveries: [(id: Int64, notificationId: String)] = []
-        for try await (id, notificationId) in rows.decode((Int64, String).self) {
-            deliveries.append((id, notificationId))
+        for try await (notificationId, deliveryId) in rows.decode((String, Int64?).self) {
+            fresh.insert(notificationId)
+            if let deliveryId { deliveries.append((deliveryId, notificationId)) }
         }
-        return deliveries
+        return (fresh, deliveries)
     }
 
     /// Sets a notification's status.
