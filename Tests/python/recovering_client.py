@@ -206,22 +206,28 @@ class RecoveringSocket:
                 args = args[:-1]
             self.events.append([data[0], args])
 
+    def _signal(self, connection):
+        """Wakes a connect waiting for its answer, unless this reader's connection is an earlier one: a socket cut
+        under the client (its instance killed) may report its end after the next connect began."""
+        if connection == self.connections:
+            self._connected.set()
+
     def _read(self, ws, connection):
         while True:
             try:
                 text = ws.recv()
             except (OSError, websocket.WebSocketException):
-                self._connected.set()
+                self._signal(connection)
                 return
             if not text:
-                self._connected.set()
+                self._signal(connection)
                 return
             if text == "2":
                 try:
                     ws.send("3")
                 except (OSError, websocket.WebSocketException):
                     # The connection was cut under the reader (drop()): it ends as a failed recv would.
-                    self._connected.set()
+                    self._signal(connection)
                     return
                 continue
             if not text.startswith("4"):
@@ -240,13 +246,13 @@ class RecoveringSocket:
                 for event in early:
                     self._deliver(event)
                 self._answered = True
-                self._connected.set()
+                self._signal(connection)
             elif kind == 1:
                 self.disconnected_by_server = True
-                self._connected.set()
+                self._signal(connection)
             elif kind == 4:
                 self._refusal = data
-                self._connected.set()
+                self._signal(connection)
             elif kind == 2:
                 if self._answered:
                     self._deliver(data)
