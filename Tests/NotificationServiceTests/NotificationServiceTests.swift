@@ -75,7 +75,7 @@ struct NotificationHarness: Sendable {
                 "APNS_BASE_URL": apns.baseURL,
                 "APNS_CA_FILE": path("tls-cert.pem"), "PUSH_RETRY_INITIAL_MS": "100", "PUSH_MAX_ATTEMPTS": "3",
                 "PUSH_TICK_MS": "50",
-                "PUSH_CONCURRENCY": "12",
+                "PUSH_CONCURRENCY": "16",
             ]
         )
         let producer = try KafkaProducer(
@@ -407,7 +407,7 @@ struct NotificationServiceTests {
         }
         // Requested together, they are called together: within 5 s, where a ninth call waiting for one of eight
         // connections would wait for the first calls' 10 s time-out.
-        try await eventually(timeout: .seconds(5), "all ten slow pushes under way at once (PUSH_CONCURRENCY 12)") {
+        try await eventually(timeout: .seconds(5), "all ten slow pushes under way at once (PUSH_CONCURRENCY 16)") {
             slowTokens.allSatisfy { !harness.fcm.log.pushes(to: $0).isEmpty }
         }
         // The slow calls answer only once released: the quick push goes out while they are still under way (within
