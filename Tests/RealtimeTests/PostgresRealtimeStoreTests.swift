@@ -35,6 +35,33 @@ struct PostgresRealtimeStoreTests {
         }
     }
 
+    @Test("a notification's lines are read as notices; a packet keeps its tabs and any text, and bad lines are skipped")
+    func noticeLines() {
+        let packet = "42[\"message\",{\"text\":\"caf\u{e9} \u{1F6F5}\tok\"}]"
+        let payload = [
+            "e\t/chat\torder-1\tab12cd34\t7\tsocket-9\t" + packet, "e\t/orders\tadmins\tab12cd34\t8\t\t",
+            "e\t/orders\tadmins\tab12cd34\t9\t", "l\t/location\tjob-1\tposition\t42[\"p\"]", "m\tmark-1",
+            "s\tpid-1\t3\tserver-2", "e\tshort", "e\t/chat\troom\tepoch\tnot-a-number\t", "s\tpid\tx\towner", "",
+            "?\tx",
+        ].joined(separator: "\n")
+        let position = { (offset: Int64) in StreamPosition(epoch: "ab12cd34", offset: offset) }
+        #expect(
+            PostgresRealtimeStore.notices(in: payload) == [
+                .emit(
+                    namespace: "/chat", room: "order-1", position: position(7),
+                    packet: StreamEmit(
+                        namespace: "/chat", room: "order-1", position: position(7), packet: packet, except: "socket-9")),
+                .emit(
+                    namespace: "/orders", room: "admins", position: position(8),
+                    packet: StreamEmit(
+                        namespace: "/orders", room: "admins", position: position(8), packet: "", except: nil)),
+                .emit(namespace: "/orders", room: "admins", position: position(9), packet: nil),
+                .latest(namespace: "/location", room: "job-1", key: "position", packet: "42[\"p\"]"),
+                .mark("mark-1"),
+                .sessionClaimed(pid: "pid-1", generation: 3, owner: "server-2"),
+            ])
+    }
+
     @Test("each room's emits are numbered on their own, committed with their transaction, and told as they commit")
     func numbering() async throws {
         try await withTestDatabase { database in

@@ -41,7 +41,10 @@ package struct IdempotentRequest: Sendable {
         var hasher = SHA256()
         hasher.update(data: Data("\(request.method.rawValue) \(request.uri.path)\n".utf8))
         hasher.update(data: Data(buffer: body))
-        self.fingerprint = hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        // Hex by hand: `String(format:)` per byte was 3.7% of the order service's CPU during the pickup benchmark.
+        let digits = Array("0123456789abcdef".utf8)
+        self.fingerprint = String(
+            decoding: hasher.finalize().flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
     }
 
     /// A previously stored answer.
