@@ -37,10 +37,12 @@ struct PostgresRealtimeStoreTests {
 
     @Test("a notification's lines are read as notices; a packet keeps its tabs and any text, and bad lines are skipped")
     func noticeLines() {
+        // No field holds a CR or newline: names are checked for them and packets are JSON with control characters
+        // escaped, so lines split on the newline byte alone.
         let packet = "42[\"message\",{\"text\":\"caf\u{e9} \u{1F6F5}\tok\"}]"
         let payload = [
             "e\t/chat\torder-1\tab12cd34\t7\tsocket-9\t" + packet, "e\t/orders\tadmins\tab12cd34\t8\t\t",
-            "e\t/orders\tadmins\tab12cd34\t9\t", "l\t/location\tjob-1\tposition\t42[\"p\"]", "m\tmark-1",
+            "e\t/orders\tadmins\tab12cd34\t9\t", "l\t/location\tjob-1\tposition\t42[\"p\t\"]", "m\tmark-1",
             "s\tpid-1\t3\tserver-2", "e\tshort", "e\t/chat\troom\tepoch\tnot-a-number\t", "s\tpid\tx\towner", "",
             "?\tx",
         ].joined(separator: "\n")
@@ -56,7 +58,7 @@ struct PostgresRealtimeStoreTests {
                     packet: StreamEmit(
                         namespace: "/orders", room: "admins", position: position(8), packet: "", except: nil)),
                 .emit(namespace: "/orders", room: "admins", position: position(9), packet: nil),
-                .latest(namespace: "/location", room: "job-1", key: "position", packet: "42[\"p\"]"),
+                .latest(namespace: "/location", room: "job-1", key: "position", packet: "42[\"p\t\"]"),
                 .mark("mark-1"),
                 .sessionClaimed(pid: "pid-1", generation: 3, owner: "server-2"),
             ])
