@@ -22,6 +22,8 @@ package struct IdempotentRequest: Sendable {
     package let key: String?
     package let fingerprint: String
 
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
     /// Longest key accepted, in bytes.
     package static let maximumKeyLength = 255
 
@@ -42,9 +44,13 @@ package struct IdempotentRequest: Sendable {
         hasher.update(data: Data("\(request.method.rawValue) \(request.uri.path)\n".utf8))
         hasher.update(data: Data(buffer: body))
         // Hex by hand: `String(format:)` per byte was 3.7% of the order service's CPU during the pickup benchmark.
-        let digits = Array("0123456789abcdef".utf8)
-        self.fingerprint = String(
-            decoding: hasher.finalize().flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(2 * SHA256.byteCount)
+        for byte in hasher.finalize() {
+            hex.append(Self.hexDigits[Int(byte >> 4)])
+            hex.append(Self.hexDigits[Int(byte & 15)])
+        }
+        self.fingerprint = String(decoding: hex, as: UTF8.self)
     }
 
     /// A previously stored answer.
