@@ -6,6 +6,7 @@ import Kafka
 import LoadKit
 import Logging
 import NIOCore
+import NIOHTTP1
 import ServiceKit
 import Synchronization
 
@@ -52,11 +53,11 @@ struct OrderPickupLoad: AsyncParsableCommand {
             idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
 
-        @Sendable func post(_ path: String, _ token: String, _ body: String? = nil, key: String? = nil) async throws
-            -> (Int, Data)
-        {
+        @Sendable func call(
+            _ method: HTTPMethod, _ path: String, _ token: String, _ body: String? = nil, key: String? = nil
+        ) async throws -> (Int, Data) {
             var request = HTTPClientRequest(url: url + path)
-            request.method = .POST
+            request.method = method
             request.headers.add(name: "Authorization", value: "Bearer \(token)")
             if let key { request.headers.add(name: "Idempotency-Key", value: key) }
             if let body {
@@ -66,17 +67,15 @@ struct OrderPickupLoad: AsyncParsableCommand {
             let response = try await http.execute(request, timeout: .seconds(30))
             return (Int(response.status.code), Data(buffer: try await response.body.collect(upTo: 1 << 20)))
         }
+        @Sendable func post(_ path: String, _ token: String, _ body: String? = nil, key: String? = nil) async throws
+            -> (Int, Data)
+        { try await call(.POST, path, token, body, key: key) }
 
         _ = try await post(
             "/v1/vendors", admin,
             #"{"id":"\#(vendorId)","name":"Bench Kitchen","address":{"line1":"1 Bench St","area":"Indiranagar","lat":12.97,"lng":77.64}}"#
         )
         print("preparing \(orders) ready, assigned and arrived orders…")
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(
-                client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "bench")),
-            logger: Logger(label: "bench")
-        )
         let ids = try await withThrowingTaskGroup(of: String.self) { group in
             var ids: [String] = []
             var started = 0
@@ -93,15 +92,6 @@ struct OrderPickupLoad: AsyncParsableCommand {
                     }
                     _ = try await post("/v1/orders/\(orderId)/accept", vendor)
                     _ = try await post("/v1/orders/\(orderId)/ready", vendor)
-                    let offer = EventEnvelope(
-                        aggregateId: orderId,
-                        occurredAt: Date(),
-                        payload: OfferAccepted(
-                            offerId: UUID().uuidString, orderId: orderId,
-                            rider: PersonRef(id: riderId, name: "Bench Rider"))
-                    )
-                    try await producer.send(
-                        topic: Topic.allocationEvents.rawValue, key: orderId, value: try ContractCoding.encode(offer))
                     return orderId
                 }
             }
@@ -112,24 +102,29 @@ struct OrderPickupLoad: AsyncParsableCommand {
             }
             return ids
         }
-        // Arrival needs the assignment, which arrives through Kafka.
+        try await assign(PersonRef(id: riderId, name: "Bench Rider"), to: ids) { id in
+            let (status, body) = try await call(.GET, "/v1/orders/\(id)", customer)
+            guard status == 200, let order = try JSONSerialization.jsonObject(with: body) as? [String: Any] else {
+                throw ValidationError("reading order \(id) failed: \(status)")
+            }
+            return (order["rider"] as? [String: Any])?["id"] as? String == riderId
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for chunk in stride(from: 0, to: ids.count, by: max(1, ids.count / concurrency)) {
-                let slice = Array(ids[chunk..<min(ids.count, chunk + max(1, ids.count / concurrency))])
+            let next = LoadCounter()
+            for _ in 0..<concurrency {
                 group.addTask {
-                    for id in slice {
-                        var attempts = 0
-                        while try await post("/v1/orders/\(id)/arrived", rider).0 != 200 {
-                            attempts += 1
-                            if attempts > 600 { throw ValidationError("order \(id) never got its rider") }
-                            try await Task.sleep(for: .milliseconds(50))
+                    while true {
+                        let index = next.take()
+                        guard index < ids.count else { return }
+                        let status = try await post("/v1/orders/\(ids[index])/arrived", rider).0
+                        guard status == 200 else {
+                            throw ValidationError("marking order \(ids[index]) arrived failed: \(status)")
                         }
                     }
                 }
             }
             try await group.waitForAll()
         }
-        await producer.close()
 
         let latencies = LatencySamples()
         let failures = LoadCounter()
@@ -184,4 +179,46 @@ struct OrderPickupLoad: AsyncParsableCommand {
             print("the order service's resident memory: \(resident / 1024) MiB")
         }
     }
+
+    /// Publishes Allocation's OfferAccepted for every order, as Allocation would, waits until the service has
+    /// assigned the rider to them, and reports how fast its rider-assignment consumer got through them.
+    private func assign(
+        _ rider: PersonRef, to ids: [String], isAssigned: @escaping @Sendable (String) async throws -> Bool
+    ) async throws {
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "bench")),
+            logger: Logger(label: "bench")
+        )
+        let clock = ContinuousClock()
+        let start = clock.now
+        let offers = try ids.map { orderId in
+            let offer = EventEnvelope(
+                aggregateId: orderId, occurredAt: Date(),
+                payload: OfferAccepted(offerId: UUID().uuidString, orderId: orderId, rider: rider))
+            return KafkaOutgoingMessage(
+                topic: Topic.allocationEvents.rawValue, key: orderId, value: try ContractCoding.encode(offer))
+        }
+        for result in try await producer.send(offers) { _ = try result.get() }
+        let sent = clock.now - start
+        await producer.close()
+        // Each partition's offers are applied in the order they were sent, so once the last few sent (which cover
+        // every partition) are assigned, all are; marking each order arrived checks that afterwards.
+        var progressed = clock.now
+        for id in ids.suffix(64) {
+            while try await !isAssigned(id) {
+                guard clock.now - progressed < .seconds(30) else {
+                    throw ValidationError("no rider assignment in 30 s; order \(id) still has no rider")
+                }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            progressed = clock.now
+        }
+        let seconds = LatencySamples.milliseconds(clock.now - start) / 1000
+        print(
+            "rider assignments through the broker: \(ids.count) in \(String(format: "%.2f", seconds)) s = "
+                + "\(String(format: "%.0f", Double(ids.count) / seconds)) a second "
+                + "(offers published in \(String(format: "%.2f", LatencySamples.milliseconds(sent) / 1000)) s)")
+    }
+
 }
