@@ -30,7 +30,9 @@ package enum OrderService: ServiceDefinition {
         let sagas = PickupSagas(database: platform.database, store: store, now: platform.now)
 
         let assignments = RiderAssignmentConsumer(workflow: workflow, store: store)
-        platform.addConsumer(name: "rider-assignments", topics: [.allocationEvents]) { event, connection in
+        // It locks only the orders it assigns and its emits are numbered at commit, so a backlog goes 32 a transaction.
+        platform.addConsumer(name: "rider-assignments", topics: [.allocationEvents], batchLimit: 32) {
+            event, connection in
             try await assignments.handle(event, on: connection)
         }
         let sagaReports = PickupSagaConsumer(sagas: sagas)

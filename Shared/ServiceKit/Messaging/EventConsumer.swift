@@ -16,7 +16,8 @@ import Synchronization
 package final class EventConsumer: Service, Sendable {
     /// What to do with each event.
     package enum Effect: Sendable {
-        /// Runs in a transaction together with the inbox claim: the effect happens once per event id.
+        /// Runs in a transaction together with the inbox claim: the effect happens once per event id. The events
+        /// already fetched, up to the consumer's batch limit, share one transaction, each handled in order.
         case transactional(Database, @Sendable (DecodedEvent, PostgresConnection) async throws -> Void)
         /// Like `transactional`, and the returned follow-up (e.g. telling sockets) runs after the commit.
         case transactionalWithFollowUp(Database, @Sendable (DecodedEvent, PostgresConnection) async throws -> FollowUp?)
@@ -42,7 +43,7 @@ package final class EventConsumer: Service, Sendable {
 
     package let name: String
     package let topics: [Topic]
-    /// How many events a `transactionalBatch` effect gets at most.
+    /// How many events one transaction applies at most (always 1 for a `direct` effect).
     package let batchLimit: Int
     private let configuration: KafkaConsumerConfiguration
     private let start: Start
@@ -63,14 +64,15 @@ package final class EventConsumer: Service, Sendable {
     ///   - topics: the topics to consume.
     ///   - configuration: the consumer-group configuration.
     ///   - start: a group member (the default) or a reader on each instance.
-    ///   - batchLimit: how many events a `transactionalBatch` effect gets at most (other effects get one).
+    ///   - batchLimit: how many events already fetched one transaction applies at most (a `direct` effect gets
+    ///     one at a time).
     package init(
         name: String, topics: [Topic], configuration: KafkaConsumerConfiguration, start: Start = .group,
         batchLimit: Int = 1, effect: Effect, logger: Logger
     ) {
         self.name = name
         self.topics = topics
-        if case .transactionalBatch = effect { self.batchLimit = max(batchLimit, 1) } else { self.batchLimit = 1 }
+        if case .direct = effect { self.batchLimit = 1 } else { self.batchLimit = max(batchLimit, 1) }
         self.configuration = configuration
         self.start = start
         self.effect = effect
@@ -134,7 +136,7 @@ package final class EventConsumer: Service, Sendable {
         }
     }
 
-    /// Applies a batch of messages: all at once when the effect takes batches and that succeeds the first time,
+    /// Applies a batch of messages: all in one transaction when that succeeds the first time,
     /// else one at a time with retries, so one bad event never holds up the rest. Returns false only when
     /// cancelled before the effects completed.
     private func process(_ batch: [KafkaMessage]) async -> Bool {

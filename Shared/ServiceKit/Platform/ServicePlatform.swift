@@ -99,14 +99,16 @@ package struct ServicePlatform: Sendable {
         )
     }
 
-    /// Adds a consumer of `topics` whose effect runs once per event in a transaction with the inbox.
+    /// Adds a consumer of `topics` whose effect runs once per event in a transaction with the inbox; the events
+    /// already fetched, up to `batchLimit`, share one transaction, which holds what each handler locks until it
+    /// commits.
     package mutating func addConsumer(
-        name: String, topics: [Topic],
+        name: String, topics: [Topic], batchLimit: Int = 1,
         handler: @escaping @Sendable (DecodedEvent, PostgresConnection) async throws -> Void
     ) {
         addConsumer(
             EventConsumer(
-                name: name, topics: topics, configuration: consumerConfiguration(name: name),
+                name: name, topics: topics, configuration: consumerConfiguration(name: name), batchLimit: batchLimit,
                 effect: .transactional(database, handler), logger: logger
             )
         )
