@@ -3,7 +3,8 @@
 # tpcb-like script with CONCURRENCY clients on that Postgres (scale 1 and scale CONCURRENCY, 10 s each, in a database
 # of its own, before the service starts), the floor to compare pickups with; then `order-pickup-load` prepares ORDERS
 # ready orders and picks them all up, from CONCURRENCY connections (closed loop), or at RATE a second (open loop).
-# BENCH_IDEMPOTENCY_KEYS=1 sends each pickup with an Idempotency-Key of its own.
+# BENCH_IDEMPOTENCY_KEYS=1 sends each pickup with an Idempotency-Key of its own; BENCH_PUSH_OUTCOMES=N first publishes N
+# outcomes of other pushes and times how fast the pickup saga's consumer gets past them.
 #   Benchmarks/order-pickup.sh [ORDERS] [CONCURRENCY] [RATE]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -33,4 +34,5 @@ done
 bench_service order-service "$port" DATABASE_POOL_SIZE=40
 "$bench_bin/order-pickup-load" --url "http://127.0.0.1:$port" --kafka "127.0.0.1:$bench_kafka_port" \
     --orders "$orders" --concurrency "$concurrency" ${rate:+--rate "$rate"} --service-pid "${bench_pids[-1]}" \
-    --key-dir "$DEV_KEY_DIR" ${BENCH_IDEMPOTENCY_KEYS:+--idempotency-keys}
+    --key-dir "$DEV_KEY_DIR" ${BENCH_IDEMPOTENCY_KEYS:+--idempotency-keys} \
+    ${BENCH_PUSH_OUTCOMES:+--push-outcomes "$BENCH_PUSH_OUTCOMES"}

@@ -25,6 +25,8 @@ struct OrderPickupLoad: AsyncParsableCommand {
     var concurrency = 32
     @Option(help: "Pickups a second, started on schedule whatever the answers (open loop); closed loop if absent.")
     var rate: Double?
+    @Option(help: "Other pushes' outcomes to publish first, timing how fast the pickup saga's consumer gets past them.")
+    var pushOutcomes = 0
     @Option(help: "The order service's process id, to report its resident memory.") var servicePid: Int32?
     @Flag(help: "Send each pickup with an Idempotency-Key of its own, as apps retrying safely do.")
     var idempotencyKeys = false
@@ -35,6 +37,7 @@ struct OrderPickupLoad: AsyncParsableCommand {
     func validate() throws {
         if let rate, !(rate > 0) { throw ValidationError("--rate must be more than 0") }
         if concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
+        if pushOutcomes < 0 { throw ValidationError("--push-outcomes must be at least 0") }
     }
 
     func run() async throws {
@@ -75,6 +78,13 @@ struct OrderPickupLoad: AsyncParsableCommand {
             "/v1/vendors", admin,
             #"{"id":"\#(vendorId)","name":"Bench Kitchen","address":{"line1":"1 Bench St","area":"Indiranagar","lat":12.97,"lng":77.64}}"#
         )
+        if pushOutcomes > 0 {
+            try await skipPushOutcomes {
+                let (status, body) = try await call(.GET, "/metrics", admin)
+                guard status == 200 else { throw ValidationError("reading the metrics failed: \(status)") }
+                return Self.consumed(by: "pickup-saga", in: String(decoding: body, as: UTF8.self))
+            }
+        }
         print("preparing \(orders) ready, assigned and arrived orders…")
         let ids = try await withThrowingTaskGroup(of: String.self) { group in
             var ids: [String] = []
@@ -185,11 +195,6 @@ struct OrderPickupLoad: AsyncParsableCommand {
     private func assign(
         _ rider: PersonRef, to ids: [String], isAssigned: @escaping @Sendable (String) async throws -> Bool
     ) async throws {
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(
-                client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "bench")),
-            logger: Logger(label: "bench")
-        )
         let clock = ContinuousClock()
         let start = clock.now
         let offers = try ids.map { orderId in
@@ -199,9 +204,7 @@ struct OrderPickupLoad: AsyncParsableCommand {
             return KafkaOutgoingMessage(
                 topic: Topic.allocationEvents.rawValue, key: orderId, value: try ContractCoding.encode(offer))
         }
-        for result in try await producer.send(offers) { _ = try result.get() }
-        let sent = clock.now - start
-        await producer.close()
+        let sent = try await publish(offers)
         // Each partition's offers are applied in the order they were sent, so once the last few sent (which cover
         // every partition) are assigned, all are; marking each order arrived checks that afterwards.
         var progressed = clock.now
@@ -219,6 +222,64 @@ struct OrderPickupLoad: AsyncParsableCommand {
             "rider assignments through the broker: \(ids.count) in \(String(format: "%.2f", seconds)) s = "
                 + "\(String(format: "%.0f", Double(ids.count) / seconds)) a second "
                 + "(offers published in \(String(format: "%.2f", LatencySamples.milliseconds(sent) / 1000)) s)")
+    }
+
+    /// Publishes `pushOutcomes` outcomes of chat pushes, which no pickup saga waits for, and reports how fast the
+    /// pickup saga's consumer (which reads every push's outcome) got past them, by its `events_consumed_total`.
+    private func skipPushOutcomes(consumed: @escaping @Sendable () async throws -> Int) async throws {
+        let before = try await consumed()
+        let clock = ContinuousClock()
+        let start = clock.now
+        let outcomes = try (0..<pushOutcomes).map { index in
+            let userId = "bench-user-\(index % 1000)"
+            let sent = EventEnvelope(
+                aggregateId: userId, occurredAt: Date(),
+                payload: PushSent(
+                    notificationId: UUID().uuidString, userId: userId, kind: .chatMessage,
+                    correlationId: UUID().uuidString, deviceCount: 1, sentAt: Date()))
+            return KafkaOutgoingMessage(
+                topic: Topic.notificationsEvents.rawValue, key: userId, value: try ContractCoding.encode(sent))
+        }
+        let sent = try await publish(outcomes)
+        var progressed = (at: clock.now, count: before)
+        while true {
+            let count = try await consumed()
+            if count >= before + pushOutcomes { break }
+            if count > progressed.count { progressed = (clock.now, count) }
+            guard clock.now - progressed.at < .seconds(30) else {
+                throw ValidationError("the pickup saga's consumer stopped at \(count - before) of \(pushOutcomes)")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let seconds = LatencySamples.milliseconds(clock.now - start) / 1000
+        print(
+            "other pushes' outcomes through the pickup saga's consumer: \(pushOutcomes) in "
+                + "\(String(format: "%.2f", seconds)) s = \(String(format: "%.0f", Double(pushOutcomes) / seconds)) "
+                + "a second (published in \(String(format: "%.2f", LatencySamples.milliseconds(sent) / 1000)) s)")
+    }
+
+    /// A consumer's `events_consumed_total` in a Prometheus exposition (0 before its first event).
+    static func consumed(by consumer: String, in exposition: String) -> Int {
+        let prefix = "events_consumed_total{consumer=\"\(consumer)\"} "
+        for line in exposition.split(separator: "\n") where line.hasPrefix(prefix) {
+            return Int(Double(line.dropFirst(prefix.count)) ?? 0)
+        }
+        return 0
+    }
+
+    /// Publishes `messages` in one go and returns how long the broker took to acknowledge them all.
+    private func publish(_ messages: [KafkaOutgoingMessage]) async throws -> Duration {
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "bench")),
+            logger: Logger(label: "bench")
+        )
+        let clock = ContinuousClock()
+        let start = clock.now
+        for result in try await producer.send(messages) { _ = try result.get() }
+        let took = clock.now - start
+        await producer.close()
+        return took
     }
 
 }

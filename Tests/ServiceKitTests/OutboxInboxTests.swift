@@ -22,6 +22,16 @@ struct OutboxInboxTests {
         KafkaClientConfiguration(bootstrapServers: [brokers], clientId: "outbox-tests")
     }
 
+    /// A topic of its own on the test broker, and the broker's address.
+    func newTopic(_ name: String, partitions: Int = 1) async throws -> (brokers: String, topic: Topic) {
+        let brokers = try TestInfrastructure.kafkaBrokers()
+        let topic = Topic(uniqueName(name))
+        try await KafkaAdmin.createTopics(
+            [KafkaTopicSpecification(name: topic.rawValue, partitions: partitions)], client: Self.client(brokers),
+            logger: logger)
+        return (brokers, topic)
+    }
+
     static func settings() -> ServiceConfiguration.OutboxSettings {
         try! ServiceConfiguration(
             serviceName: "t", defaultPort: 0, defaultSchema: "t", environment: try! testServiceEnvironment()
@@ -295,11 +305,7 @@ struct OutboxInboxTests {
 
     @Test("the same event delivered twice has its effect once; an unreadable message is dead-lettered and skipped")
     func inboxDeduplicates() async throws {
-        let brokers = try TestInfrastructure.kafkaBrokers()
-        let topic = Topic(uniqueName("inbox"))
-        try await KafkaAdmin.createTopics(
-            [KafkaTopicSpecification(name: topic.rawValue, partitions: 1)], client: Self.client(brokers), logger: logger
-        )
+        let (brokers, topic) = try await newTopic("inbox")
         try await withTestDatabase { database in
             try await database.client.query(
                 "CREATE TABLE effects (event_id uuid NOT NULL, order_id text NOT NULL)", logger: logger)
@@ -344,16 +350,52 @@ struct OutboxInboxTests {
         }
     }
 
+    @Test("events a consumer does not want are skipped without a transaction: no effect, no inbox row")
+    func unwantedEventsAreSkipped() async throws {
+        let (brokers, topic) = try await newTopic("wanted")
+        try await withTestDatabase { database in
+            try await database.client.query("CREATE TABLE effects (order_id text NOT NULL)", logger: logger)
+            let consumer = EventConsumer(
+                name: "choosy", topics: [topic],
+                configuration: KafkaConsumerConfiguration(client: Self.client(brokers), groupId: uniqueName("group")),
+                wanted: { $0.payload(as: OrderAccepted.self)?.orderId.hasPrefix("wanted") == true },
+                effect: .transactional(database) { event, connection in
+                    let orderId = event.payload(as: OrderAccepted.self)?.orderId ?? "?"
+                    try await connection.query("INSERT INTO effects (order_id) VALUES (\(orderId))", logger: logger)
+                },
+                logger: logger
+            )
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
+            for (sequence, orderId) in ["wanted-1", "other-1", "other-2", "wanted-2", "other-3"].enumerated() {
+                try await producer.send(
+                    topic: topic.rawValue, key: "orders",
+                    value: try ContractCoding.encode(Self.accepted(orderId, sequence: sequence)))
+            }
+            await producer.close()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await consumer.run() }
+                try await eventually(timeout: .seconds(30), "the wanted events' effects") {
+                    try await database.scalar("SELECT count(*) FROM effects", as: Int.self) == 2
+                }
+                group.cancelAll()
+            }
+            let applied = try await database.client.query(
+                "SELECT order_id FROM effects ORDER BY order_id", logger: logger)
+            var orderIds: [String] = []
+            for try await orderId in applied.decode(String.self) { orderIds.append(orderId) }
+            #expect(orderIds == ["wanted-1", "wanted-2"])
+            #expect(
+                try await database.scalar("SELECT count(*) FROM inbox WHERE consumer = 'choosy'", as: Int.self) == 2)
+        }
+    }
+
     @Test(
         "a consumer applies what was already fetched in one transaction, a repeat within it once; a failing event is retried alone and dead-lettered without holding up the rest",
         arguments: [false, true]
     )
     func consumerBatchesAndIsolatesFailures(perEventHandler: Bool) async throws {
-        let brokers = try TestInfrastructure.kafkaBrokers()
-        let topic = Topic(uniqueName("batch"))
-        try await KafkaAdmin.createTopics(
-            [KafkaTopicSpecification(name: topic.rawValue, partitions: 1)], client: Self.client(brokers), logger: logger
-        )
+        let (brokers, topic) = try await newTopic("batch")
         struct Poisoned: Error {}
         try await withTestDatabase { database in
             try await database.client.query(
@@ -424,11 +466,7 @@ struct OutboxInboxTests {
         "a stream consumer misses nothing published while it starts, and applies again what came within its replay"
     )
     func streamConsumerStartsFromItsReplay() async throws {
-        let brokers = try TestInfrastructure.kafkaBrokers()
-        let topic = Topic(uniqueName("stream"))
-        try await KafkaAdmin.createTopics(
-            [KafkaTopicSpecification(name: topic.rawValue, partitions: 2)], client: Self.client(brokers), logger: logger
-        )
+        let (brokers, topic) = try await newTopic("stream", partitions: 2)
         let producer = try KafkaProducer(
             configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
         try await producer.send(

@@ -45,7 +45,9 @@ package enum AllocationService: ServiceDefinition {
         // A new group reads the topic from its start, as every group does, so no outcome published while it joins
         // is lost; old outcomes match no pending offer.
         let pushes = OfferPushConsumer(workflow: workflow, notifier: notifier)
-        platform.addConsumer(name: "allocation-pushes", topics: [.notificationsEvents]) { event, connection in
+        platform.addConsumer(
+            name: "allocation-pushes", topics: [.notificationsEvents], wanted: OfferPushConsumer.wants
+        ) { event, connection in
             try await pushes.handle(event, on: connection)
         }
         let positions = RiderPositionConsumer(workflow: workflow)

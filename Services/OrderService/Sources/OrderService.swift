@@ -36,8 +36,9 @@ package enum OrderService: ServiceDefinition {
             try await assignments.handle(event, on: connection)
         }
         let sagaReports = PickupSagaConsumer(sagas: sagas)
-        platform.addConsumer(name: "pickup-saga", topics: [.trackingEvents, .notificationsEvents]) {
-            event, connection in
+        platform.addConsumer(
+            name: "pickup-saga", topics: [.trackingEvents, .notificationsEvents], wanted: PickupSagaConsumer.wants
+        ) { event, connection in
             try await sagaReports.handle(event, on: connection)
         }
         // Republishes stalled pickup-saga steps.

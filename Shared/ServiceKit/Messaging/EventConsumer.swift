@@ -48,6 +48,7 @@ package final class EventConsumer: Service, Sendable {
     private let configuration: KafkaConsumerConfiguration
     private let start: Start
     private let effect: Effect
+    private let wanted: @Sendable (DecodedEvent) -> Bool
     private let logger: Logger
     package let maximumAttempts = 5
     private let processed: Counter
@@ -66,9 +67,12 @@ package final class EventConsumer: Service, Sendable {
     ///   - start: a group member (the default) or a reader on each instance.
     ///   - batchLimit: how many events already fetched one transaction applies at most (a `direct` effect gets
     ///     one at a time).
+    ///   - wanted: whether the effect may act on an event; the others are skipped without a transaction (no inbox
+    ///     row, no round trip). It may pass more than the effect acts on, never less.
     package init(
         name: String, topics: [Topic], configuration: KafkaConsumerConfiguration, start: Start = .group,
-        batchLimit: Int = 1, effect: Effect, logger: Logger
+        batchLimit: Int = 1, wanted: @escaping @Sendable (DecodedEvent) -> Bool = { _ in true }, effect: Effect,
+        logger: Logger
     ) {
         self.name = name
         self.topics = topics
@@ -76,6 +80,7 @@ package final class EventConsumer: Service, Sendable {
         self.configuration = configuration
         self.start = start
         self.effect = effect
+        self.wanted = wanted
         var logger = logger
         logger[metadataKey: "kafka.consumer"] = "\(name)"
         self.logger = logger
@@ -136,18 +141,21 @@ package final class EventConsumer: Service, Sendable {
         }
     }
 
-    /// Applies a batch of messages: all in one transaction when that succeeds the first time,
-    /// else one at a time with retries, so one bad event never holds up the rest. Returns false only when
+    /// Applies a batch of messages, those the effect wants: all in one transaction when that succeeds the first
+    /// time, else one at a time with retries, so one bad event never holds up the rest. Returns false only when
     /// cancelled before the effects completed.
     private func process(_ batch: [KafkaMessage]) async -> Bool {
         var decoded: [(message: KafkaMessage, event: DecodedEvent)] = []
+        var unwanted = 0
         for message in batch {
             do {
-                decoded.append((message, try EventCatalog.decode(message.value)))
+                let event = try EventCatalog.decode(message.value)
+                if wanted(event) { decoded.append((message, event)) } else { unwanted += 1 }
             } catch {
                 await deadLetter(message, error: error)
             }
         }
+        processed.increment(by: unwanted)
         if decoded.count > 1 {
             do {
                 try await apply(decoded.map(\.event))

@@ -101,15 +101,17 @@ package struct ServicePlatform: Sendable {
 
     /// Adds a consumer of `topics` whose effect runs once per event in a transaction with the inbox; the events
     /// already fetched, up to `batchLimit`, share one transaction, which holds what each handler locks until it
-    /// commits.
+    /// commits. Events `wanted` turns down are skipped without a transaction; it may pass more than the handler
+    /// acts on, never less.
     package mutating func addConsumer(
         name: String, topics: [Topic], batchLimit: Int = 1,
+        wanted: @escaping @Sendable (DecodedEvent) -> Bool = { _ in true },
         handler: @escaping @Sendable (DecodedEvent, PostgresConnection) async throws -> Void
     ) {
         addConsumer(
             EventConsumer(
                 name: name, topics: topics, configuration: consumerConfiguration(name: name), batchLimit: batchLimit,
-                effect: .transactional(database, handler), logger: logger
+                wanted: wanted, effect: .transactional(database, handler), logger: logger
             )
         )
     }

@@ -19,6 +19,11 @@ package struct OfferPushConsumer: Sendable {
     let workflow: AllocationWorkflow
     let notifier: RiderNotifier
 
+    /// Whether the event is an offer push's outcome: every other push's is skipped without a transaction.
+    package static func wants(_ event: DecodedEvent) -> Bool {
+        (event.payload(as: PushSent.self)?.kind ?? event.payload(as: PushFailed.self)?.kind) == .offer
+    }
+
     /// Applies the push outcome and writes the riders' notices in `connection`'s transaction.
     package func handle(_ event: DecodedEvent, on connection: PostgresConnection) async throws {
         try await notifier.tell(try await workflow.pushOutcome(event, on: connection), on: connection)

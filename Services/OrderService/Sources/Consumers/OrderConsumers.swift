@@ -104,19 +104,40 @@ package struct RiderAssignmentConsumer: Sendable {
 package struct PickupSagaConsumer: Sendable {
     let sagas: PickupSagas
 
-    package func handle(_ event: DecodedEvent, on connection: PostgresConnection) async throws {
+    /// What an event reports on a pickup saga.
+    private enum Report {
+        case trackingStarted(UUID)
+        case customerNotified(UUID)
+        case notificationFailed(UUID, reason: String)
+    }
+
+    private static func report(in event: DecodedEvent) -> Report? {
         if let started = event.payload(as: TrackingStarted.self), started.kind == .delivery,
             let orderId = UUID(uuidString: started.jobId)
         {
-            try await sagas.complete(.trackingStarted, of: orderId, on: connection)
+            return .trackingStarted(orderId)
         } else if let sent = event.payload(as: PushSent.self), sent.kind == .orderPickedUp,
             let orderId = sent.correlationId.flatMap(UUID.init(uuidString:))
         {
-            try await sagas.complete(.customerNotified, of: orderId, on: connection)
+            return .customerNotified(orderId)
         } else if let failed = event.payload(as: PushFailed.self), failed.kind == .orderPickedUp,
             let orderId = failed.correlationId.flatMap(UUID.init(uuidString:))
         {
-            try await sagas.recordNotificationFailure(of: orderId, reason: failed.reason, on: connection)
+            return .notificationFailed(orderId, reason: failed.reason)
+        }
+        return nil
+    }
+
+    /// Whether the event reports on a pickup saga: every other push's outcome is skipped without a transaction.
+    package static func wants(_ event: DecodedEvent) -> Bool { report(in: event) != nil }
+
+    package func handle(_ event: DecodedEvent, on connection: PostgresConnection) async throws {
+        switch Self.report(in: event) {
+        case .trackingStarted(let orderId): try await sagas.complete(.trackingStarted, of: orderId, on: connection)
+        case .customerNotified(let orderId): try await sagas.complete(.customerNotified, of: orderId, on: connection)
+        case .notificationFailed(let orderId, let reason):
+            try await sagas.recordNotificationFailure(of: orderId, reason: reason, on: connection)
+        case nil: break
         }
     }
 }
