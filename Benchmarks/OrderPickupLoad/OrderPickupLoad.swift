@@ -37,7 +37,9 @@ struct OrderPickupLoad: AsyncParsableCommand {
     func validate() throws {
         if let rate, !(rate > 0) { throw ValidationError("--rate must be more than 0") }
         if concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
-        if pushOutcomes < 0 { throw ValidationError("--push-outcomes must be at least 0") }
+        if !(0...100_000).contains(pushOutcomes) || !(1...100_000).contains(orders) {
+            throw ValidationError("--orders and --push-outcomes go up to 100,000 (the producer's queue)")
+        }
     }
 
     func run() async throws {
@@ -78,13 +80,12 @@ struct OrderPickupLoad: AsyncParsableCommand {
             "/v1/vendors", admin,
             #"{"id":"\#(vendorId)","name":"Bench Kitchen","address":{"line1":"1 Bench St","area":"Indiranagar","lat":12.97,"lng":77.64}}"#
         )
-        if pushOutcomes > 0 {
-            try await skipPushOutcomes {
-                let (status, body) = try await call(.GET, "/metrics", admin)
-                guard status == 200 else { throw ValidationError("reading the metrics failed: \(status)") }
-                return Self.consumed(by: "pickup-saga", in: String(decoding: body, as: UTF8.self))
-            }
+        @Sendable func consumed(_ consumer: String) async throws -> Int {
+            let (status, body) = try await call(.GET, "/metrics", admin)
+            guard status == 200 else { throw ValidationError("reading the metrics failed: \(status)") }
+            return Self.consumed(by: consumer, in: String(decoding: body, as: UTF8.self))
         }
+        if pushOutcomes > 0 { try await skipPushOutcomes(consumed: consumed) }
         print("preparing \(orders) ready, assigned and arrived orders…")
         let ids = try await withThrowingTaskGroup(of: String.self) { group in
             var ids: [String] = []
@@ -100,8 +101,10 @@ struct OrderPickupLoad: AsyncParsableCommand {
                     else {
                         throw ValidationError("creating an order failed: \(status)")
                     }
-                    _ = try await post("/v1/orders/\(orderId)/accept", vendor)
-                    _ = try await post("/v1/orders/\(orderId)/ready", vendor)
+                    for step in ["accept", "ready"] {
+                        let status = try await post("/v1/orders/\(orderId)/\(step)", vendor).0
+                        guard status == 200 else { throw ValidationError("\(step) order \(orderId) failed: \(status)") }
+                    }
                     return orderId
                 }
             }
@@ -112,13 +115,7 @@ struct OrderPickupLoad: AsyncParsableCommand {
             }
             return ids
         }
-        try await assign(PersonRef(id: riderId, name: "Bench Rider"), to: ids) { id in
-            let (status, body) = try await call(.GET, "/v1/orders/\(id)", customer)
-            guard status == 200, let order = try JSONSerialization.jsonObject(with: body) as? [String: Any] else {
-                throw ValidationError("reading order \(id) failed: \(status)")
-            }
-            return (order["rider"] as? [String: Any])?["id"] as? String == riderId
-        }
+        try await assign(PersonRef(id: riderId, name: "Bench Rider"), to: ids, consumed: consumed)
         try await withThrowingTaskGroup(of: Void.self) { group in
             let next = LoadCounter()
             for _ in 0..<concurrency {
@@ -190,11 +187,14 @@ struct OrderPickupLoad: AsyncParsableCommand {
         }
     }
 
-    /// Publishes Allocation's OfferAccepted for every order, as Allocation would, waits until the service has
-    /// assigned the rider to them, and reports how fast its rider-assignment consumer got through them.
+    /// Publishes Allocation's OfferAccepted for every order, as Allocation would, waits until the service's
+    /// rider-assignment consumer has applied them all (its `events_consumed_total`), and reports how fast it went;
+    /// marking each order arrived afterwards checks that every one has its rider.
     private func assign(
-        _ rider: PersonRef, to ids: [String], isAssigned: @escaping @Sendable (String) async throws -> Bool
+        _ rider: PersonRef, to ids: [String], consumed: @escaping @Sendable (String) async throws -> Int
     ) async throws {
+        let consumer = "rider-assignments"
+        let before = try await consumed(consumer)
         let clock = ContinuousClock()
         let start = clock.now
         let offers = try ids.map { orderId in
@@ -205,18 +205,7 @@ struct OrderPickupLoad: AsyncParsableCommand {
                 topic: Topic.allocationEvents.rawValue, key: orderId, value: try ContractCoding.encode(offer))
         }
         let sent = try await publish(offers)
-        // Each partition's offers are applied in the order they were sent, so once the last few sent (which cover
-        // every partition) are assigned, all are; marking each order arrived checks that afterwards.
-        var progressed = clock.now
-        for id in ids.suffix(64) {
-            while try await !isAssigned(id) {
-                guard clock.now - progressed < .seconds(30) else {
-                    throw ValidationError("no rider assignment in 30 s; order \(id) still has no rider")
-                }
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            progressed = clock.now
-        }
+        try await waitUntil(consumer, hasConsumed: before + ids.count, consumed: consumed)
         let seconds = LatencySamples.milliseconds(clock.now - start) / 1000
         print(
             "rider assignments through the broker: \(ids.count) in \(String(format: "%.2f", seconds)) s = "
@@ -226,8 +215,9 @@ struct OrderPickupLoad: AsyncParsableCommand {
 
     /// Publishes `pushOutcomes` outcomes of chat pushes, which no pickup saga waits for, and reports how fast the
     /// pickup saga's consumer (which reads every push's outcome) got past them, by its `events_consumed_total`.
-    private func skipPushOutcomes(consumed: @escaping @Sendable () async throws -> Int) async throws {
-        let before = try await consumed()
+    private func skipPushOutcomes(consumed: @escaping @Sendable (String) async throws -> Int) async throws {
+        let consumer = "pickup-saga"
+        let before = try await consumed(consumer)
         let clock = ContinuousClock()
         let start = clock.now
         let outcomes = try (0..<pushOutcomes).map { index in
@@ -241,21 +231,29 @@ struct OrderPickupLoad: AsyncParsableCommand {
                 topic: Topic.notificationsEvents.rawValue, key: userId, value: try ContractCoding.encode(sent))
         }
         let sent = try await publish(outcomes)
-        var progressed = (at: clock.now, count: before)
-        while true {
-            let count = try await consumed()
-            if count >= before + pushOutcomes { break }
-            if count > progressed.count { progressed = (clock.now, count) }
-            guard clock.now - progressed.at < .seconds(30) else {
-                throw ValidationError("the pickup saga's consumer stopped at \(count - before) of \(pushOutcomes)")
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await waitUntil(consumer, hasConsumed: before + pushOutcomes, consumed: consumed)
         let seconds = LatencySamples.milliseconds(clock.now - start) / 1000
         print(
             "other pushes' outcomes through the pickup saga's consumer: \(pushOutcomes) in "
                 + "\(String(format: "%.2f", seconds)) s = \(String(format: "%.0f", Double(pushOutcomes) / seconds)) "
                 + "a second (published in \(String(format: "%.2f", LatencySamples.milliseconds(sent) / 1000)) s)")
+    }
+
+    /// Waits until `consumer`'s `events_consumed_total` reaches `target`; fails after 30 s without progress.
+    private func waitUntil(
+        _ consumer: String, hasConsumed target: Int, consumed: @Sendable (String) async throws -> Int
+    ) async throws {
+        let clock = ContinuousClock()
+        var progressed = (at: clock.now, count: 0)
+        while true {
+            let count = try await consumed(consumer)
+            if count >= target { return }
+            if count > progressed.count { progressed = (clock.now, count) }
+            guard clock.now - progressed.at < .seconds(30) else {
+                throw ValidationError("\(consumer) made no progress in 30 s: \(count) events of \(target)")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     /// A consumer's `events_consumed_total` in a Prometheus exposition (0 before its first event).

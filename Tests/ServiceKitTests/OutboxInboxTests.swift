@@ -425,14 +425,15 @@ struct OutboxInboxTests {
             let producer = try KafkaProducer(
                 configuration: KafkaProducerConfiguration(client: Self.client(brokers)), logger: logger)
             // Published before the consumer starts: fetched together. One is delivered twice in a row (within a
-            // batch), another far apart (in another batch).
+            // batch), another far apart (in another batch), and a poisoned event fails the batch it is in.
             let first = try (0..<20).map { try ContractCoding.encode(Self.accepted("order-\($0)", sequence: $0)) }
-            for value in first[0...3] + [first[3]] + first[4...] + [first[1]] {
+            let poisoned = try ContractCoding.encode(Self.accepted("order-poison", sequence: 30))
+            for value in first[0...3] + [first[3]] + first[4...9] + [poisoned] + first[10...] + [first[1]] {
                 try await producer.send(topic: topic.rawValue, key: "orders", value: value)
             }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await consumer.run() }
-                try await eventually(timeout: .seconds(30), "the first twenty effects") {
+                try await eventually(timeout: .seconds(30), "the first twenty effects, around the poisoned one") {
                     try await database.scalar("SELECT count(*) FROM effects", as: Int.self) == 20
                 }
                 let poison = try ContractCoding.encode(Self.accepted("order-poison", sequence: 20))
@@ -458,7 +459,7 @@ struct OutboxInboxTests {
             #expect(
                 try await database.scalar("SELECT count(*) FROM inbox WHERE consumer = 'batched'", as: Int.self) == 21)
             let dead = try await database.scalar("SELECT count(*) FROM dead_letters", as: Int.self)
-            #expect(dead == 2, "the poisoned event and the unreadable message")
+            #expect(dead == 3, "the two poisoned events and the unreadable message")
         }
     }
 

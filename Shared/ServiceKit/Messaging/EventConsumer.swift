@@ -215,7 +215,7 @@ package final class EventConsumer: Service, Sendable {
         return false
     }
 
-    /// Applies events together (several only for a `transactionalBatch` effect).
+    /// Applies events together (one at a time for a `direct` effect), in one transaction for the others.
     private func apply(_ events: [DecodedEvent]) async throws {
         switch effect {
         case .direct(let handler):

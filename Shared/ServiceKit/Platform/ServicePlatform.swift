@@ -116,8 +116,9 @@ package struct ServicePlatform: Sendable {
         )
     }
 
-    /// Adds a consumer like ``addConsumer(name:topics:handler:)`` whose handler returns work to do after its
-    /// transaction committed (e.g. telling sockets about what it wrote).
+    /// Adds a consumer like ``addConsumer(name:topics:batchLimit:wanted:handler:)`` (one event a transaction, every
+    /// event wanted) whose handler returns work to do after its transaction committed (e.g. telling sockets about
+    /// what it wrote).
     package mutating func addConsumerWithFollowUp(
         name: String, topics: [Topic],
         handler: @escaping @Sendable (DecodedEvent, PostgresConnection) async throws -> EventConsumer.FollowUp?
