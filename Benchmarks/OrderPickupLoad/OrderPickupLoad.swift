@@ -187,16 +187,12 @@ struct OrderPickupLoad: AsyncParsableCommand {
         }
     }
 
-    /// Publishes Allocation's OfferAccepted for every order, as Allocation would, waits until the service's
-    /// rider-assignment consumer has applied them all (its `events_consumed_total`), and reports how fast it went;
-    /// marking each order arrived afterwards checks that every one has its rider.
+    /// Publishes Allocation's OfferAccepted for every order, as Allocation would, and reports how fast the
+    /// service's rider-assignment consumer applied them; marking each order arrived afterwards checks that every
+    /// one has its rider.
     private func assign(
-        _ rider: PersonRef, to ids: [String], consumed: @escaping @Sendable (String) async throws -> Int
+        _ rider: PersonRef, to ids: [String], consumed: @Sendable (String) async throws -> Int
     ) async throws {
-        let consumer = "rider-assignments"
-        let before = try await consumed(consumer)
-        let clock = ContinuousClock()
-        let start = clock.now
         let offers = try ids.map { orderId in
             let offer = EventEnvelope(
                 aggregateId: orderId, occurredAt: Date(),
@@ -204,22 +200,12 @@ struct OrderPickupLoad: AsyncParsableCommand {
             return KafkaOutgoingMessage(
                 topic: Topic.allocationEvents.rawValue, key: orderId, value: try ContractCoding.encode(offer))
         }
-        let sent = try await publish(offers)
-        try await waitUntil(consumer, hasConsumed: before + ids.count, consumed: consumed)
-        let seconds = LatencySamples.milliseconds(clock.now - start) / 1000
-        print(
-            "rider assignments through the broker: \(ids.count) in \(String(format: "%.2f", seconds)) s = "
-                + "\(String(format: "%.0f", Double(ids.count) / seconds)) a second "
-                + "(offers published in \(String(format: "%.2f", LatencySamples.milliseconds(sent) / 1000)) s)")
+        try await time(offers, through: "rider-assignments", as: "rider assignments through the broker", consumed)
     }
 
     /// Publishes `pushOutcomes` outcomes of chat pushes, which no pickup saga waits for, and reports how fast the
-    /// pickup saga's consumer (which reads every push's outcome) got past them, by its `events_consumed_total`.
-    private func skipPushOutcomes(consumed: @escaping @Sendable (String) async throws -> Int) async throws {
-        let consumer = "pickup-saga"
-        let before = try await consumed(consumer)
-        let clock = ContinuousClock()
-        let start = clock.now
+    /// pickup saga's consumer (which reads every push's outcome) got past them.
+    private func skipPushOutcomes(consumed: @Sendable (String) async throws -> Int) async throws {
         let outcomes = try (0..<pushOutcomes).map { index in
             let userId = "bench-user-\(index % 1000)"
             let sent = EventEnvelope(
@@ -230,13 +216,33 @@ struct OrderPickupLoad: AsyncParsableCommand {
             return KafkaOutgoingMessage(
                 topic: Topic.notificationsEvents.rawValue, key: userId, value: try ContractCoding.encode(sent))
         }
-        let sent = try await publish(outcomes)
-        try await waitUntil(consumer, hasConsumed: before + pushOutcomes, consumed: consumed)
+        try await time(
+            outcomes, through: "pickup-saga", as: "other pushes' outcomes through the pickup saga's consumer", consumed)
+    }
+
+    /// Publishes `messages` in one go, waits until `consumer`'s `events_consumed_total` has counted them all, and
+    /// prints how fast that went, from the first message sent, as `label`.
+    private func time(
+        _ messages: [KafkaOutgoingMessage], through consumer: String, as label: String,
+        _ consumed: @Sendable (String) async throws -> Int
+    ) async throws {
+        let before = try await consumed(consumer)
+        let producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "bench")),
+            logger: Logger(label: "bench")
+        )
+        let clock = ContinuousClock()
+        let start = clock.now
+        for result in try await producer.send(messages) { _ = try result.get() }
+        let published = clock.now - start
+        await producer.close()
+        try await waitUntil(consumer, hasConsumed: before + messages.count, consumed: consumed)
         let seconds = LatencySamples.milliseconds(clock.now - start) / 1000
         print(
-            "other pushes' outcomes through the pickup saga's consumer: \(pushOutcomes) in "
-                + "\(String(format: "%.2f", seconds)) s = \(String(format: "%.0f", Double(pushOutcomes) / seconds)) "
-                + "a second (published in \(String(format: "%.2f", LatencySamples.milliseconds(sent) / 1000)) s)")
+            "\(label): \(messages.count) in \(String(format: "%.2f", seconds)) s = "
+                + "\(String(format: "%.0f", Double(messages.count) / seconds)) a second (published in "
+                + "\(String(format: "%.2f", LatencySamples.milliseconds(published) / 1000)) s)")
     }
 
     /// Waits until `consumer`'s `events_consumed_total` reaches `target`; fails after 30 s without progress.
@@ -264,20 +270,4 @@ struct OrderPickupLoad: AsyncParsableCommand {
         }
         return 0
     }
-
-    /// Publishes `messages` in one go and returns how long the broker took to acknowledge them all.
-    private func publish(_ messages: [KafkaOutgoingMessage]) async throws -> Duration {
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(
-                client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "bench")),
-            logger: Logger(label: "bench")
-        )
-        let clock = ContinuousClock()
-        let start = clock.now
-        for result in try await producer.send(messages) { _ = try result.get() }
-        let took = clock.now - start
-        await producer.close()
-        return took
-    }
-
 }
