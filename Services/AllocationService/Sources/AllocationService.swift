@@ -39,7 +39,8 @@ package enum AllocationService: ServiceDefinition {
         let database = platform.database
 
         let orders = OrderAllocationConsumer(workflow: workflow, notifier: notifier)
-        platform.addConsumer(name: "allocation-orders", topics: [.ordersEvents]) { event, connection in
+        platform.addConsumer(name: "allocation-orders", topics: [.ordersEvents], wanted: orders.wants) {
+            event, connection in
             try await orders.handle(event, on: connection)
         }
         // A new group reads the topic from its start, as every group does, so no outcome published while it joins

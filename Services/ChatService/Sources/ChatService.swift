@@ -36,7 +36,9 @@ package enum ChatService: ServiceDefinition {
         )
         handlers.register(on: namespace)
 
-        platform.addConsumer(name: "chat-rooms", topics: [.ordersEvents]) { event, connection in
+        platform.addConsumer(
+            name: "chat-rooms", topics: [.ordersEvents], wanted: { workflow.projection(of: $0) != nil }
+        ) { event, connection in
             try await workflow.project(event, on: connection)
         }
         let access = ChatAccessConsumer(workflow: workflow, namespace: namespace)

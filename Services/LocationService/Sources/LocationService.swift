@@ -41,7 +41,8 @@ package enum LocationService: ServiceDefinition {
         LocationSocketHandlers(hub: hub).register(on: tracking)
 
         let jobs = TrackingJobConsumer(workflow: workflow, hub: hub)
-        platform.addConsumerWithFollowUp(name: "location-jobs", topics: [.ordersEvents]) { event, connection in
+        platform.addConsumerWithFollowUp(name: "location-jobs", topics: [.ordersEvents], wanted: jobs.wants) {
+            event, connection in
             try await jobs.handle(event, on: connection)
         }
         let learned = CourierPositionConsumer(hub: hub)

@@ -31,8 +31,9 @@ package enum OrderService: ServiceDefinition {
 
         let assignments = RiderAssignmentConsumer(workflow: workflow, store: store)
         // It locks only the orders it assigns and its emits are numbered at commit, so a backlog goes 32 a transaction.
-        platform.addConsumer(name: "rider-assignments", topics: [.allocationEvents], batchLimit: 32) {
-            event, connection in
+        platform.addConsumer(
+            name: "rider-assignments", topics: [.allocationEvents], batchLimit: 32, wanted: assignments.wants
+        ) { event, connection in
             try await assignments.handle(event, on: connection)
         }
         let sagaReports = PickupSagaConsumer(sagas: sagas)

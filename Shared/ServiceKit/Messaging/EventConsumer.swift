@@ -31,6 +31,10 @@ package final class EventConsumer: Service, Sendable {
     /// Work to do once an effect's transaction committed.
     package typealias FollowUp = @Sendable () async -> Void
 
+    /// What a handler does with one event in its transaction. A handler that picks this per event also tells
+    /// `wanted` which events it skips: those it has no step for.
+    package typealias Step<Result> = @Sendable (PostgresConnection) async throws -> Result
+
     /// Where the consumer reads from.
     package enum Start: Sendable {
         /// Where its group committed (the group's members share the partitions).

@@ -116,22 +116,21 @@ package struct ServicePlatform: Sendable {
         )
     }
 
-    /// Adds a consumer like ``addConsumer(name:topics:batchLimit:wanted:handler:)`` (one event a transaction, every
-    /// event wanted) whose handler returns work to do after its transaction committed (e.g. telling sockets about
-    /// what it wrote).
+    /// Adds a consumer like ``addConsumer(name:topics:batchLimit:wanted:handler:)`` (one event a transaction)
+    /// whose handler returns work to do after its transaction committed (e.g. telling sockets about what it wrote).
     package mutating func addConsumerWithFollowUp(
-        name: String, topics: [Topic],
+        name: String, topics: [Topic], wanted: @escaping @Sendable (DecodedEvent) -> Bool = { _ in true },
         handler: @escaping @Sendable (DecodedEvent, PostgresConnection) async throws -> EventConsumer.FollowUp?
     ) {
         addConsumer(
             EventConsumer(
-                name: name, topics: topics, configuration: consumerConfiguration(name: name),
+                name: name, topics: topics, configuration: consumerConfiguration(name: name), wanted: wanted,
                 effect: .transactionalWithFollowUp(database, handler), logger: logger
             )
         )
     }
 
-    /// Adds a consumer like ``addConsumerWithFollowUp(name:topics:handler:)`` whose handler takes up to `limit`
+    /// Adds a consumer like ``addConsumerWithFollowUp(name:topics:wanted:handler:)`` whose handler takes up to `limit`
     /// events at once (those already fetched, none waited for) in one transaction: for high-volume topics.
     package mutating func addBatchConsumer(
         name: String, topics: [Topic], limit: Int,

@@ -8,6 +8,9 @@ package struct OrderAllocationConsumer: Sendable {
     let workflow: AllocationWorkflow
     let notifier: RiderNotifier
 
+    /// Whether allocation follows the order event: the others are skipped without a transaction.
+    package func wants(_ event: DecodedEvent) -> Bool { workflow.step(forOrderEvent: event) != nil }
+
     /// Applies the order event and writes the riders' notices in `connection`'s transaction.
     package func handle(_ event: DecodedEvent, on connection: PostgresConnection) async throws {
         try await notifier.tell(try await workflow.apply(orderEvent: event, on: connection), on: connection)

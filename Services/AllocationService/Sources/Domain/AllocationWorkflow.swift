@@ -33,26 +33,37 @@ package struct AllocationWorkflow: Sendable {
     /// its rider.
     package func apply(orderEvent event: DecodedEvent, on connection: PostgresConnection) async throws -> [RiderNotice]
     {
+        try await step(forOrderEvent: event)?(connection) ?? []
+    }
+
+    /// What an orders.events event does to its allocation, to run in the consumer's transaction; nil for those
+    /// allocation does not follow (an order created, accepted, assigned, its rider arrived), which the consumer skips
+    /// without a transaction.
+    package func step(forOrderEvent event: DecodedEvent) -> EventConsumer.Step<[RiderNotice]>? {
         switch event.payload {
         case let ready as OrderReadyForPickup:
-            try await store.insertAllocation(ready, on: connection)
-            return try await offerNext(orderId: ready.orderId, on: connection)
+            return { connection in
+                try await self.store.insertAllocation(ready, on: connection)
+                return try await self.offerNext(orderId: ready.orderId, on: connection)
+            }
         case let cancelled as OrderCancelled:
-            return try await self.cancelled(cancelled, on: connection)
+            return { try await self.cancelled(cancelled, on: $0) }
         case let refused as RiderAssignmentRefused:
-            return try await self.refused(refused, on: connection)
+            return { try await self.refused(refused, on: $0) }
         case let pickedUp as OrderPickedUp:
-            return try await self.pickedUp(orderId: pickedUp.orderId, by: pickedUp.rider.id, on: connection)
+            return { try await self.pickedUp(orderId: pickedUp.orderId, by: pickedUp.rider.id, on: $0) }
         case let reassigned as RiderReassigned:
-            return try await takenAway(from: reassigned.previousRiderId, orderId: reassigned.orderId, on: connection)
+            return { try await self.takenAway(from: reassigned.previousRiderId, orderId: reassigned.orderId, on: $0) }
         case let unassigned as RiderUnassigned:
-            return try await takenAway(from: unassigned.previousRiderId, orderId: unassigned.orderId, on: connection)
+            return { try await self.takenAway(from: unassigned.previousRiderId, orderId: unassigned.orderId, on: $0) }
         case let delivered as OrderDelivered:
-            try await release(orderId: delivered.orderId, as: .completed, on: connection)
+            return { connection in
+                try await self.release(orderId: delivered.orderId, as: .completed, on: connection)
+                return []
+            }
         default:
-            break
+            return nil
         }
-        return []
     }
 
     /// Offers the order to the nearest eligible rider, or schedules a retry (AllocationFailed) if there is none.

@@ -176,29 +176,46 @@ package struct ChatWorkflow: Sendable {
     /// orders.events, once per service (inbox): keep rooms in step with orders; close them with a system message. A
     /// rider who loses the room gets a ``ChatAccessRevoked`` in the same transaction.
     package func project(_ event: DecodedEvent, on connection: PostgresConnection) async throws {
+        try await projection(of: event)?(connection)
+    }
+
+    /// What `event` does to its room, to run in the consumer's transaction; nil for the orders.events rooms do not
+    /// follow (an order accepted, ready, picked up), which the consumer skips without a transaction.
+    package func projection(of event: DecodedEvent) -> EventConsumer.Step<Void>? {
         switch event.payload {
         case let created as OrderCreated:
-            try await store.openRoom(orderId: created.orderId, customerId: created.customerId, on: connection)
+            return { try await self.store.openRoom(orderId: created.orderId, customerId: created.customerId, on: $0) }
         case let assigned as RiderAssigned:
-            let previous = try await store.assign(
-                assigned.rider, orderId: assigned.orderId, customerId: assigned.customerId, on: connection)
-            try await revoke(previous, unlessItIs: assigned.rider, orderId: assigned.orderId, on: connection)
+            return { connection in
+                let previous = try await self.store.assign(
+                    assigned.rider, orderId: assigned.orderId, customerId: assigned.customerId, on: connection)
+                try await self.revoke(previous, unlessItIs: assigned.rider, orderId: assigned.orderId, on: connection)
+            }
         case let reassigned as RiderReassigned:
-            let previous = try await store.assign(
-                reassigned.rider, orderId: reassigned.orderId, customerId: reassigned.customerId, on: connection)
-            try await revoke(previous, unlessItIs: reassigned.rider, orderId: reassigned.orderId, on: connection)
+            return { connection in
+                let previous = try await self.store.assign(
+                    reassigned.rider, orderId: reassigned.orderId, customerId: reassigned.customerId, on: connection)
+                try await self.revoke(
+                    previous, unlessItIs: reassigned.rider, orderId: reassigned.orderId, on: connection)
+            }
         case let unassigned as RiderUnassigned:
-            let previous = try await store.unassign(
-                orderId: unassigned.orderId, customerId: unassigned.customerId, on: connection)
-            try await revoke(previous, unlessItIs: nil, orderId: unassigned.orderId, on: connection)
+            return { connection in
+                let previous = try await self.store.unassign(
+                    orderId: unassigned.orderId, customerId: unassigned.customerId, on: connection)
+                try await self.revoke(previous, unlessItIs: nil, orderId: unassigned.orderId, on: connection)
+            }
         case let delivered as OrderDelivered:
-            try await close(
-                delivered.orderId, customerId: delivered.customerId, reason: "OrderDelivered", on: connection)
+            return {
+                try await self.close(
+                    delivered.orderId, customerId: delivered.customerId, reason: "OrderDelivered", on: $0)
+            }
         case let cancelled as OrderCancelled:
-            try await close(
-                cancelled.orderId, customerId: cancelled.customerId, reason: "OrderCancelled", on: connection)
+            return {
+                try await self.close(
+                    cancelled.orderId, customerId: cancelled.customerId, reason: "OrderCancelled", on: $0)
+            }
         default:
-            break
+            return nil
         }
     }
 

@@ -8,6 +8,9 @@ package struct TrackingJobConsumer: Sendable {
     let workflow: TrackingWorkflow
     let hub: TrackingHub
 
+    /// Whether tracking follows the order event: the others are skipped without a transaction.
+    package func wants(_ event: DecodedEvent) -> Bool { workflow.step(forOrderEvent: event) != nil }
+
     /// Applies the order event and announces the changed jobs; returns the hub's work for after the commit, if any.
     package func handle(_ event: DecodedEvent, on connection: PostgresConnection) async throws
         -> EventConsumer.FollowUp?

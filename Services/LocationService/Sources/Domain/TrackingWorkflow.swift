@@ -28,53 +28,69 @@ package struct TrackingWorkflow: Sendable {
     /// Applies an orders.events event to its job.
     package func apply(orderEvent event: DecodedEvent, on connection: PostgresConnection) async throws -> [TrackingJob]
     {
-        let now = self.now()
+        try await step(forOrderEvent: event)?(connection) ?? []
+    }
+
+    /// What an orders.events event does to its job, to run in the consumer's transaction; nil for those tracking
+    /// does not follow (an order accepted, ready, assigned, its rider arrived), which the consumer skips without a
+    /// transaction.
+    package func step(forOrderEvent event: DecodedEvent) -> EventConsumer.Step<[TrackingJob]>? {
         switch event.payload {
         case let created as OrderCreated:
-            try await store.insert(
-                TrackingJob(
-                    jobId: created.orderId, kind: .delivery, customerId: created.customerId, courierId: nil,
-                    destination: Destination(address: created.deliveryAddress)
-                ), on: connection
-            )
+            return { connection in
+                try await self.store.insert(
+                    TrackingJob(
+                        jobId: created.orderId, kind: .delivery, customerId: created.customerId, courierId: nil,
+                        destination: Destination(address: created.deliveryAddress)
+                    ), on: connection
+                )
+                return []
+            }
         case let pickedUp as OrderPickedUp:
-            let initial = TrackingJob(
-                jobId: pickedUp.orderId, kind: .delivery, customerId: pickedUp.customerId, courierId: pickedUp.rider.id,
-                destination: Destination(address: pickedUp.destination)
-            )
-            return try await change(pickedUp.orderId, creating: initial, on: connection) { job in
-                job.courierId = pickedUp.rider.id
-                job.destination = Destination(address: pickedUp.destination)
-                job.phase = .travelling
-                return job.settle(now: now)
+            return { connection in
+                let now = self.now()
+                let initial = TrackingJob(
+                    jobId: pickedUp.orderId, kind: .delivery, customerId: pickedUp.customerId,
+                    courierId: pickedUp.rider.id, destination: Destination(address: pickedUp.destination)
+                )
+                return try await self.change(pickedUp.orderId, creating: initial, on: connection) { job in
+                    job.courierId = pickedUp.rider.id
+                    job.destination = Destination(address: pickedUp.destination)
+                    job.phase = .travelling
+                    return job.settle(now: now)
+                }
             }
         case let delivered as OrderDelivered:
-            return try await finish(delivered.orderId, reason: .delivered, now: now, on: connection)
+            return { try await self.finish(delivered.orderId, reason: .delivered, now: self.now(), on: $0) }
         case let cancelled as OrderCancelled:
-            return try await finish(cancelled.orderId, reason: .cancelled, now: now, on: connection)
+            return { try await self.finish(cancelled.orderId, reason: .cancelled, now: self.now(), on: $0) }
         case let created as ServiceRequestCreated:
-            try await store.insert(
-                TrackingJob(
-                    jobId: created.requestId, kind: .serviceRequest, customerId: created.customerId, courierId: nil,
-                    destination: Destination(address: created.serviceAddress)
-                ), on: connection
-            )
+            return { connection in
+                try await self.store.insert(
+                    TrackingJob(
+                        jobId: created.requestId, kind: .serviceRequest, customerId: created.customerId,
+                        courierId: nil, destination: Destination(address: created.serviceAddress)
+                    ), on: connection
+                )
+                return []
+            }
         case let assigned as ServiceRequestAssigned:
-            let initial = TrackingJob(
-                jobId: assigned.requestId, kind: .serviceRequest, customerId: assigned.customerId,
-                courierId: assigned.technician.id,
-                destination: Destination(address: assigned.serviceAddress)
-            )
-            return try await change(assigned.requestId, creating: initial, on: connection) { job in
-                job.courierId = assigned.technician.id
-                return nil
+            return { connection in
+                let initial = TrackingJob(
+                    jobId: assigned.requestId, kind: .serviceRequest, customerId: assigned.customerId,
+                    courierId: assigned.technician.id,
+                    destination: Destination(address: assigned.serviceAddress)
+                )
+                return try await self.change(assigned.requestId, creating: initial, on: connection) { job in
+                    job.courierId = assigned.technician.id
+                    return nil
+                }
             }
         case let changed as ServiceRequestStatusChanged:
-            return try await apply(changed, now: now, on: connection)
+            return { try await self.apply(changed, now: self.now(), on: $0) }
         default:
-            break
+            return nil
         }
-        return []
     }
 
     private func apply(_ changed: ServiceRequestStatusChanged, now: Date, on connection: PostgresConnection)

@@ -11,16 +11,25 @@ package struct RiderAssignmentConsumer: Sendable {
     let workflow: OrderWorkflow
     let store: OrderStore
 
+    /// Whether the event assigns or releases a rider: the others (offers sent, rejected, failed) are skipped
+    /// without a transaction.
+    package func wants(_ event: DecodedEvent) -> Bool { step(for: event) != nil }
+
+    /// Assigns or releases the event's rider in `connection`'s transaction.
     package func handle(_ event: DecodedEvent, on connection: PostgresConnection) async throws {
+        try await step(for: event)?(connection)
+    }
+
+    private func step(for event: DecodedEvent) -> EventConsumer.Step<Void>? {
         switch event.payload {
         case let accepted as OfferAccepted:
-            try await assign(accepted.rider, to: accepted.orderId, offerId: accepted.offerId, on: connection)
+            return { try await assign(accepted.rider, to: accepted.orderId, offerId: accepted.offerId, on: $0) }
         case let chosen as OperatorAssignedRider:
-            try await assign(chosen.rider, to: chosen.orderId, offerId: nil, on: connection)
+            return { try await assign(chosen.rider, to: chosen.orderId, offerId: nil, on: $0) }
         case let released as OperatorReleasedOrder:
-            try await unassign(released, on: connection)
+            return { try await unassign(released, on: $0) }
         default:
-            break
+            return nil
         }
     }
 
