@@ -29,8 +29,11 @@ def advance_clock(config, seconds):
 class OrderEventPublisher:
     """Publishes one aggregate's events on orders.events, keyed and enveloped as the order service does."""
 
-    def __init__(self, config, key):
-        self.producer = Producer({"bootstrap.servers": config["brokers"], "enable.idempotence": True, "linger.ms": 1})
+    def __init__(self, config, key, producer=None):
+        """Publishes each event and waits for it; with `producer`, only hands it over (its owner flushes)."""
+        self.waits = producer is None
+        self.producer = producer or Producer(
+            {"bootstrap.servers": config["brokers"], "enable.idempotence": True, "linger.ms": 1})
         self.key = key
 
     def publish(self, event_type, payload):
@@ -39,15 +42,15 @@ class OrderEventPublisher:
             "schemaVersion": 1, "payload": payload,
         }
         self.producer.produce("orders.events", key=self.key, value=json.dumps(envelope))
-        if self.producer.flush(10) > 0:
+        if self.waits and self.producer.flush(10) > 0:
             raise RuntimeError(f"{event_type} for {self.key} was not delivered to orders.events within 10 s")
 
 
 class Orders(OrderEventPublisher):
     """One order's events."""
 
-    def __init__(self, config, vendor=None, delivery=None):
-        super().__init__(config, config["orderId"])
+    def __init__(self, config, vendor=None, delivery=None, producer=None):
+        super().__init__(config, config["orderId"], producer)
         self.order = config["orderId"]
         self.customer = config["customerId"]
         self.vendor = vendor or {"id": "vendor-1", "name": "Spice Route",
@@ -59,6 +62,9 @@ class Orders(OrderEventPublisher):
             "orderId": self.order, "customerId": self.customer, "paymentMode": "prepaid", "totalAmount": 249.5,
             "requiresPhotoProof": False, "deliveryAddress": self.delivery, "vendor": self.vendor,
         })
+
+    def accepted(self):
+        self.publish("OrderAccepted", {"orderId": self.order, "customerId": self.customer, "vendorId": self.vendor["id"]})
 
     def ready(self):
         self.publish("OrderReadyForPickup", {
@@ -76,6 +82,11 @@ class Orders(OrderEventPublisher):
         self.publish("RiderReassigned", {
             "orderId": self.order, "customerId": self.customer, "vendorId": self.vendor["id"], "offerId": "offer-2",
             "rider": {"id": rider_id, "name": rider_name}, "previousRiderId": previous,
+        })
+
+    def arrived(self, rider_id):
+        self.publish("RiderArrivedAtStore", {
+            "orderId": self.order, "customerId": self.customer, "vendorId": self.vendor["id"], "riderId": rider_id,
         })
 
     def delivered(self, rider_id):
