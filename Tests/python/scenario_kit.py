@@ -32,7 +32,7 @@ class OrderEventPublisher:
     def __init__(self, config, key, producer=None):
         """Publishes each event and waits for it; with `producer`, only hands it over (its owner flushes)."""
         self.waits = producer is None
-        self.producer = producer or Producer(
+        self.producer = producer if producer is not None else Producer(
             {"bootstrap.servers": config["brokers"], "enable.idempotence": True, "linger.ms": 1})
         self.key = key
 

@@ -37,8 +37,8 @@ package struct AllocationWorkflow: Sendable {
     }
 
     /// What an orders.events event does to its allocation, to run in the consumer's transaction; nil for those
-    /// allocation does not follow (an order created, accepted, assigned, its rider arrived), which the consumer skips
-    /// without a transaction.
+    /// allocation does not follow (such as an order created, accepted or assigned, and service requests), which the
+    /// consumer skips without a transaction.
     package func step(forOrderEvent event: DecodedEvent) -> EventConsumer.Step<[RiderNotice]>? {
         switch event.payload {
         case let ready as OrderReadyForPickup:

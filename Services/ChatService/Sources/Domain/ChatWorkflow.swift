@@ -180,7 +180,8 @@ package struct ChatWorkflow: Sendable {
     }
 
     /// What `event` does to its room, to run in the consumer's transaction; nil for the orders.events rooms do not
-    /// follow (an order accepted, ready, picked up), which the consumer skips without a transaction.
+    /// follow (such as an order accepted, ready or picked up, and service requests), which the consumer skips
+    /// without a transaction.
     package func projection(of event: DecodedEvent) -> EventConsumer.Step<Void>? {
         switch event.payload {
         case let created as OrderCreated:

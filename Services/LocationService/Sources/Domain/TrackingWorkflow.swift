@@ -32,7 +32,7 @@ package struct TrackingWorkflow: Sendable {
     }
 
     /// What an orders.events event does to its job, to run in the consumer's transaction; nil for those tracking
-    /// does not follow (an order accepted, ready, assigned, its rider arrived), which the consumer skips without a
+    /// does not follow (such as an order accepted, ready or assigned), which the consumer skips without a
     /// transaction.
     package func step(forOrderEvent event: DecodedEvent) -> EventConsumer.Step<[TrackingJob]>? {
         switch event.payload {
