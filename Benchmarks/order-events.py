@@ -101,11 +101,11 @@ def main():
     for name, seconds in done.items():
         print(f"{name}: {target} events in {seconds:.2f} s = {target / seconds:.0f} events, "
               f"{args.orders / seconds:.0f} orders a second")
-    shares = {label: (cpu_ticks(pid) - cpu_before[label]) / TICKS / elapsed * 100 for label, pid in processes.items()}
+    cpu_seconds = {label: (cpu_ticks(pid) - cpu_before[label]) / TICKS for label, pid in processes.items()}
     print(f"CPU over {elapsed:.2f} s, one core = 100%: "
-          + ", ".join(f"{label} {share:.0f}%" for label, share in shares.items()))
-    seconds_per_order = {label: share / 100 * elapsed / args.orders * 1000 for label, share in shares.items()}
-    print("CPU per order: " + ", ".join(f"{label} {ms:.2f} ms" for label, ms in seconds_per_order.items()))
+          + ", ".join(f"{label} {seconds / elapsed * 100:.0f}%" for label, seconds in cpu_seconds.items()))
+    print("CPU per order: "
+          + ", ".join(f"{label} {seconds / args.orders * 1000:.2f} ms" for label, seconds in cpu_seconds.items()))
 
 
 if __name__ == "__main__":
