@@ -56,3 +56,22 @@ bench_instances() {
         bench_addresses+=("http://127.0.0.1:$((port + 10 * n))")
     done
 }
+
+# bench_host_probe: with BENCH_HOST_PROBE=1, Benchmarks/host.py runs beside the load until bench_host_report,
+# recording the host's slow episodes in the file BENCH_HOST_EPISODES names (a generator that reads it reports the
+# operations that met one apart from the rest).
+bench_host_probe() {
+    [ "${BENCH_HOST_PROBE:-0}" = 1 ] || return 0
+    export BENCH_HOST_EPISODES="$bench_runtime/host-episodes"
+    "$PYTHON" "$ROOT/Benchmarks/host.py" 0 --episodes "$BENCH_HOST_EPISODES" >"$bench_runtime/host-probe.log" 2>&1 &
+    bench_host_pid=$!
+    bench_pids+=("$bench_host_pid")
+}
+
+# bench_host_report: stops the probe bench_host_probe started, if any, and prints what it found.
+bench_host_report() {
+    [ -n "${bench_host_pid:-}" ] || return 0
+    kill -TERM "$bench_host_pid" 2>/dev/null || true
+    wait "$bench_host_pid" 2>/dev/null || true
+    cat "$bench_runtime/host-probe.log"
+}
