@@ -237,6 +237,11 @@ let package = Package(
         ),
         // Unit test targets (`*UnitTests`): no Postgres, no broker, no server on a socket, no TestSupport.
         .testTarget(
+            name: "LoadKitUnitTests",
+            dependencies: ["LoadKit"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "RealtimeUnitTests",
             dependencies: [
                 "Realtime",

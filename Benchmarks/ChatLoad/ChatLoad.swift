@@ -98,6 +98,7 @@ struct ChatLoad: AsyncParsableCommand {
             let senders = sockets.all
             let clock = ContinuousClock()
             var deadline = clock.now
+            let streamingBegan = HostEpisodes.now()
             var sent = 0
             for tick in 0..<(seconds * 100) {
                 let due = rate * (tick + 1) / 100 - rate * tick / 100
@@ -111,6 +112,15 @@ struct ChatLoad: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(2))
             print("messages: sent \(sent), delivered \(deliveries.count); delivery latency \(deliveries.summary())")
             print("the sender's acknowledgement (committed): \(acknowledgements.summary())")
+            if let episodes = HostEpisodes.recorded() {
+                let streamed = (streamingBegan, streamingBegan + Double(seconds))
+                let (count, slow) = episodes.coverage(from: streamed.0, to: streamed.1)
+                let (clear, met) = deliveries.split(by: episodes, origin: Clock.originBoottime)
+                print(
+                    "the host's slow episodes while sending: \(count), \(String(format: "%.1f", 100 * slow / Double(seconds)))% "
+                        + "of the time; deliveries that met one (or the 50 ms after one): \(met.summary()); "
+                        + "the rest: \(clear.summary())")
+            }
             if timeline {
                 for (second, samples) in deliveries.bySecond() { print("  second \(second): \(samples.summary())") }
             }
@@ -191,7 +201,10 @@ final class ChatSocketHandle: Sendable {
 }
 
 enum Clock {
-    static let origin = ContinuousClock.now
+    private static let start = (instant: ContinuousClock.now, boottime: HostEpisodes.now())
+    static var origin: ContinuousClock.Instant { start.instant }
+    /// `origin` in the host probe's clock.
+    static var originBoottime: Double { start.boottime }
     static func milliseconds(since nanoseconds: Int64) -> Double {
         let now = ContinuousClock.now - origin
         let current = now.components.seconds * 1_000_000_000 + now.components.attoseconds / 1_000_000_000

@@ -6,6 +6,8 @@ package final class LatencySamples: Sendable {
     private let values = Mutex<[Double]>([])
     /// Samples by the whole second (of a load's clock) their operation began, when given.
     private let seconds = Mutex<[Int: [Double]]>([:])
+    /// Each sample given with the moment its operation began, in seconds of the load's clock.
+    private let timed = Mutex<[(sentAt: Double, milliseconds: Double)]>([])
 
     package init() {}
 
@@ -17,6 +19,19 @@ package final class LatencySamples: Sendable {
     package func add(_ milliseconds: Double, sentAt: Double) {
         add(milliseconds)
         seconds.withLock { $0[Int(sentAt), default: []].append(milliseconds) }
+        timed.withLock { $0.append((sentAt, milliseconds)) }
+    }
+
+    /// The samples given with ``add(_:sentAt:)`` split by whether their operation met one of the host's slow
+    /// `episodes`; `origin` is the load clock's zero in the episodes' clock.
+    package func split(by episodes: HostEpisodes, origin: Double) -> (clear: LatencySamples, met: LatencySamples) {
+        let clear = LatencySamples()
+        let met = LatencySamples()
+        for (sentAt, milliseconds) in timed.withLock({ $0 }) {
+            let began = origin + sentAt
+            (episodes.touch(from: began, to: began + milliseconds / 1000) ? met : clear).add(milliseconds)
+        }
+        return (clear, met)
     }
 
     /// The samples given with ``add(_:sentAt:)``, a set for each second, in order.

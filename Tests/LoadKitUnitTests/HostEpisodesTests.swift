@@ -1,0 +1,35 @@
+import Testing
+
+@testable import LoadKit
+
+@Suite struct HostEpisodesTests {
+    let episodes = HostEpisodes(spans: [10.0...10.1, 12.0...12.05])
+
+    @Test func anOperationMeetsAnEpisodeItOverlapsOrFollowsWithinTheSettlingTime() {
+        #expect(episodes.touch(from: 9.99, to: 10.02))
+        #expect(episodes.touch(from: 10.12, to: 10.13))
+        #expect(episodes.touch(from: 11.9, to: 12.2))
+        #expect(!episodes.touch(from: 9.9, to: 9.999))
+        #expect(!episodes.touch(from: 10.16, to: 10.2))
+        #expect(!episodes.touch(from: 10.12, to: 10.13, settling: 0))
+    }
+
+    @Test func coverageCountsOnlyWhatFallsInsideTheSpan() {
+        let (count, seconds) = episodes.coverage(from: 10.05, to: 12.0 + 0.01)
+        #expect(count == 2)
+        #expect(abs(seconds - 0.06) < 1e-9)
+        #expect(episodes.coverage(from: 11.0, to: 11.5).count == 0)
+    }
+
+    @Test func samplesAreSplitByWhetherTheirOperationMetAnEpisode() {
+        let samples = LatencySamples()
+        samples.add(30, sentAt: 0.0)  // 100.000-100.030, before the episode at 100.05
+        samples.add(80, sentAt: 0.0)  // 100.000-100.080, into it
+        samples.add(5, sentAt: 0.12)  // 100.120, within 50 ms after it
+        samples.add(5, sentAt: 0.5)  // 100.500, clear
+        samples.add(7)  // no moment given: in neither set
+        let (clear, met) = samples.split(by: HostEpisodes(spans: [100.05...100.1]), origin: 100)
+        #expect(clear.count == 2)
+        #expect(met.count == 2)
+    }
+}
