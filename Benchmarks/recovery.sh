@@ -2,7 +2,8 @@
 # Recovery benchmark: two chat and two allocation instances (release builds) on their own Postgres and Tansu broker,
 # then `recovery-load`: ROOMS chat rooms (2 clients each) and RIDERS rider clients, every client dropped DROPS times
 # at random while chat messages and offers stream, reconnecting to either instance with its pid and last offset.
-#   Benchmarks/recovery.sh [ROOMS] [RIDERS] [DROPS] [SECONDS]
+# BENCH_HOST_PROBE=1 sets apart the reconnects that met one of the host's slow episodes (Benchmarks/host.py).
+#   [BENCH_HOST_PROBE=1] Benchmarks/recovery.sh [ROOMS] [RIDERS] [DROPS] [SECONDS]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rooms=${1:-500}
@@ -15,10 +16,12 @@ bench_infrastructure
 for port in 18182 18192; do bench_service chat-service "$port" DATABASE_POOL_SIZE=20; done
 for port in 18183 18193; do bench_service allocation-service "$port" DATABASE_POOL_SIZE=20; done
 sleep 4  # the services' consumers join their groups
+bench_host_probe
 "$bench_bin/recovery-load" --kafka "127.0.0.1:$bench_kafka_port" --key-dir "$DEV_KEY_DIR" \
     --chat "ws://127.0.0.1:18182/socket.io/?EIO=4&transport=websocket,ws://127.0.0.1:18192/socket.io/?EIO=4&transport=websocket" \
     --allocation "http://127.0.0.1:18183,http://127.0.0.1:18193" \
     --rooms "$rooms" --riders "$riders" --drops "$drops" --seconds "$seconds"
+bench_host_report
 echo "reconnects not recovered, by reason (each instance's /metrics):"
 for port in 18182 18192 18183 18193; do
     curl -fsS "http://127.0.0.1:$port/metrics" | grep '^socketio_recoveries_refused_total' | sed "s/^/  :$port /" || true

@@ -112,14 +112,9 @@ struct ChatLoad: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(2))
             print("messages: sent \(sent), delivered \(deliveries.count); delivery latency \(deliveries.summary())")
             print("the sender's acknowledgement (committed): \(acknowledgements.summary())")
-            if let episodes = HostEpisodes.recorded() {
-                let streamed = (streamingBegan, streamingBegan + Double(seconds))
-                let (count, slow) = episodes.coverage(from: streamed.0, to: streamed.1)
-                let (clear, met) = deliveries.split(by: episodes, origin: Clock.originBoottime)
-                print(
-                    "the host's slow episodes while sending: \(count), \(String(format: "%.1f", 100 * slow / Double(seconds)))% "
-                        + "of the time; deliveries that met one (or the 50 ms after one): \(met.summary()); "
-                        + "the rest: \(clear.summary())")
+            let sending = streamingBegan...(streamingBegan + Double(seconds))
+            if let report = deliveries.hostEpisodesReport("deliveries", origin: Clock.originBoottime, window: sending) {
+                print(report)
             }
             if timeline {
                 for (second, samples) in deliveries.bySecond() { print("  second \(second): \(samples.summary())") }

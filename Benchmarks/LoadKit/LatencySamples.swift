@@ -15,7 +15,8 @@ package final class LatencySamples: Sendable {
 
     package func add(_ milliseconds: Double) { values.withLock { $0.append(milliseconds) } }
 
-    /// Adds a sample whose operation began `sentAt` seconds into the load, for ``bySecond()``.
+    /// Adds a sample whose operation began at `sentAt`, in seconds of the load's clock, for ``bySecond()`` and
+    /// ``split(by:origin:)``.
     package func add(_ milliseconds: Double, sentAt: Double) {
         add(milliseconds)
         seconds.withLock { $0[Int(sentAt), default: []].append(milliseconds) }

@@ -96,6 +96,7 @@ struct RecoveryLoad: AsyncParsableCommand {
 
         let clock = ContinuousClock()
         let streamStart = clock.now + .seconds(20)
+        let streamingBoottime = (HostEpisodes.now() + 20)...(HostEpisodes.now() + 20 + Double(seconds))
         let streamEnd = streamStart + .seconds(seconds)
         let stopAt = streamEnd + .seconds(10)
         let stats = RecoveryStats()
@@ -209,6 +210,9 @@ struct RecoveryLoad: AsyncParsableCommand {
             (\(String(format: "%.2f", 100 * Double(recovered) / Double(max(1, reconnects))))%)
             reconnect to last missed event (the CONNECT answer): \(stats.recoveryTimes.summary())
             """)
+        if let report = stats.recoveryTimes.hostEpisodesReport("reconnects", origin: 0, window: streamingBoottime) {
+            print(report)
+        }
     }
 }
 
@@ -356,6 +360,7 @@ final class LoadClient: Sendable {
             if let pid { auth += #","pid":"\#(pid)""# + (offset.map { #","offset":"\#($0)""# } ?? "") }
             auth += "}"
             let began = ContinuousClock.now
+            let beganBoottime = HostEpisodes.now()
             let connected = await LoadSocket.connect(url: urls.randomElement()!, namespace: namespace, auth: auth) {
                 socket, text in self.handle(text, socket: socket)
             }
@@ -370,7 +375,8 @@ final class LoadClient: Sendable {
                     stats.reconnects.increment()
                     if recovered {
                         stats.recovered.increment()
-                        stats.recoveryTimes.add(LatencySamples.milliseconds(connected.at - began))
+                        stats.recoveryTimes.add(
+                            LatencySamples.milliseconds(connected.at - began), sentAt: beganBoottime)
                     } else {
                         state.withLock { $0.notRecovered += 1 }
                     }
