@@ -83,6 +83,9 @@ def main():
                     written_until = end
             episodes_file.flush()
         time.sleep(PERIOD_SECONDS)
+    if len(chunks) < 2:
+        print("host probe: stopped before it timed anything")
+        return
     usual = statistics.median(took for _, took in chunks)
     found = episodes_of(chunks, usual)
     if episodes_file:
