@@ -33,14 +33,15 @@ def work(iterations):
 def calibrate():
     """Iterations that take about CHUNK_SECONDS: the fastest of several tries, so a slow moment does not count."""
     iterations = 1000
-    best = min(timed(iterations) for _ in range(50))
+    best = min(timed(iterations)[1] for _ in range(50))
     return max(100, int(iterations * CHUNK_SECONDS / best))
 
 
 def timed(iterations):
+    """When the work began (CLOCK_BOOTTIME seconds) and how long it took."""
     began = time.clock_gettime(time.CLOCK_BOOTTIME)
     work(iterations)
-    return time.clock_gettime(time.CLOCK_BOOTTIME) - began
+    return began, time.clock_gettime(time.CLOCK_BOOTTIME) - began
 
 
 def episodes_of(chunks, usual):
@@ -72,9 +73,7 @@ def main():
     episodes_file = open(episodes_path, "w") if episodes_path else None
     started = time.clock_gettime(time.CLOCK_BOOTTIME)
     while not stopping and (seconds == 0 or time.clock_gettime(time.CLOCK_BOOTTIME) - started < seconds):
-        began = time.clock_gettime(time.CLOCK_BOOTTIME)
-        work(iterations)
-        chunks.append((began, time.clock_gettime(time.CLOCK_BOOTTIME) - began))
+        chunks.append(timed(iterations))
         if episodes_file and len(chunks) % 20 == 0:
             usual = statistics.median(took for _, took in chunks[-2000:])
             for start, end in episodes_of(chunks[-2000:], usual):

@@ -4,8 +4,6 @@ import Synchronization
 /// Latency samples in milliseconds, safe to add from many tasks, summarised as percentiles.
 package final class LatencySamples: Sendable {
     private let values = Mutex<[Double]>([])
-    /// Samples by the whole second (of a load's clock) their operation began, when given.
-    private let seconds = Mutex<[Int: [Double]]>([:])
     /// Each sample given with the moment its operation began, in seconds of the load's clock.
     private let timed = Mutex<[(sentAt: Double, milliseconds: Double)]>([])
 
@@ -19,7 +17,6 @@ package final class LatencySamples: Sendable {
     /// ``split(by:origin:)``.
     package func add(_ milliseconds: Double, sentAt: Double) {
         add(milliseconds)
-        seconds.withLock { $0[Int(sentAt), default: []].append(milliseconds) }
         timed.withLock { $0.append((sentAt, milliseconds)) }
     }
 
@@ -37,9 +34,10 @@ package final class LatencySamples: Sendable {
 
     /// The samples given with ``add(_:sentAt:)``, a set for each second, in order.
     package func bySecond() -> [(second: Int, samples: LatencySamples)] {
-        seconds.withLock { $0 }.sorted { $0.key < $1.key }.map { second, values in
+        let bySecond = Dictionary(grouping: timed.withLock { $0 }) { Int($0.sentAt) }
+        return bySecond.sorted { $0.key < $1.key }.map { second, timed in
             let samples = LatencySamples()
-            samples.values.withLock { $0 = values }
+            samples.values.withLock { $0 = timed.map(\.milliseconds) }
             return (second, samples)
         }
     }

@@ -96,7 +96,8 @@ struct RecoveryLoad: AsyncParsableCommand {
 
         let clock = ContinuousClock()
         let streamStart = clock.now + .seconds(20)
-        let streamingBoottime = (HostEpisodes.now() + 20)...(HostEpisodes.now() + 20 + Double(seconds))
+        let streamStartBoottime = HostEpisodes.now() + 20
+        let streamingBoottime = streamStartBoottime...(streamStartBoottime + Double(seconds))
         let streamEnd = streamStart + .seconds(seconds)
         let stopAt = streamEnd + .seconds(10)
         let stats = RecoveryStats()

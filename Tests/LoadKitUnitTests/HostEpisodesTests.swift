@@ -32,4 +32,14 @@ import Testing
         #expect(clear.count == 2)
         #expect(met.count == 2)
     }
+
+    @Test func samplesAreGroupedByTheSecondTheirOperationBegan() {
+        let samples = LatencySamples()
+        samples.add(1, sentAt: 0.2)
+        samples.add(2, sentAt: 1.5)
+        samples.add(3, sentAt: 0.7)
+        let bySecond = samples.bySecond()
+        #expect(bySecond.map(\.second) == [0, 1])
+        #expect(bySecond.map(\.samples.count) == [2, 1])
+    }
 }
