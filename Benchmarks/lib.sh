@@ -62,6 +62,7 @@ bench_instances() {
 # operations that met one apart from the rest).
 bench_host_probe() {
     [ "${BENCH_HOST_PROBE:-0}" = 1 ] || return 0
+    mkdir -p "$bench_runtime"
     export BENCH_HOST_EPISODES="$bench_runtime/host-episodes"
     "$PYTHON" "$ROOT/Benchmarks/host.py" 0 --episodes "$BENCH_HOST_EPISODES" >"$bench_runtime/host-probe.log" 2>&1 &
     bench_host_pid=$!

@@ -24,5 +24,7 @@ PY
 bench_service notification-service "$port" DATABASE_POOL_SIZE=20 FCM_SERVICE_ACCOUNT_FILE="$bench_runtime/service-account.json" \
     FCM_BASE_URL="http://127.0.0.1:$fcm_port"
 sleep 4  # the service's consumers join their groups
+bench_host_probe
 "$bench_bin/notification-load" --http "http://127.0.0.1:$port" --kafka "127.0.0.1:$bench_kafka_port" --fcm-port "$fcm_port" \
     --users "$users" --count "$count" --rate "$rate" --tick-ms "${BENCH_TICK_MS:-10}" --key-dir "$DEV_KEY_DIR"
+bench_host_report

@@ -28,9 +28,8 @@ struct ChatLoad: AsyncParsableCommand {
 
     func run() async throws {
         LoadOutput.lineBuffered()
-        // Set now: its first use inside `ContinuousClock.now - Clock.origin` would come after the left side, and the
-        // first message would carry a negative stamp that is never counted as delivered.
-        _ = Clock.origin
+        // Set now: otherwise the first message would carry a negative stamp that is never counted as delivered.
+        _ = LoadClock.origin
         let logger = Logger(label: "chat-load")
         let issuer = try TokenIssuer.loadOrCreate(
             directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local",
@@ -113,7 +112,7 @@ struct ChatLoad: AsyncParsableCommand {
             print("messages: sent \(sent), delivered \(deliveries.count); delivery latency \(deliveries.summary())")
             print("the sender's acknowledgement (committed): \(acknowledgements.summary())")
             let sending = streamingBegan...(streamingBegan + Double(seconds))
-            if let report = deliveries.hostEpisodesReport("deliveries", origin: Clock.originBoottime, window: sending) {
+            if let report = deliveries.hostEpisodesReport("deliveries", window: sending) {
                 print(report)
             }
             if timeline {
@@ -187,23 +186,10 @@ final class ChatSocketHandle: Sendable {
     func sendMessage(recorder: LatencySamples) {
         let ack = counter.add(1, ordering: .relaxed).oldValue
         pendingAcks.expect(ack, recorder: recorder)
-        let stamp = ContinuousClock.now - Clock.origin
-        let nanoseconds = stamp.components.seconds * 1_000_000_000 + stamp.components.attoseconds / 1_000_000_000
+        let nanoseconds = LoadClock.nanoseconds()
         socket.send(
             #"42/chat,\#(ack)["message",{"orderId":"\#(orderId)","clientMessageId":"\#(UUID().uuidString)","text":"t:\#(nanoseconds)"}]"#
         )
-    }
-}
-
-enum Clock {
-    private static let start = (instant: ContinuousClock.now, boottime: HostEpisodes.now())
-    static var origin: ContinuousClock.Instant { start.instant }
-    /// `origin` in the host probe's clock.
-    static var originBoottime: Double { start.boottime }
-    static func milliseconds(since nanoseconds: Int64) -> Double {
-        let now = ContinuousClock.now - origin
-        let current = now.components.seconds * 1_000_000_000 + now.components.attoseconds / 1_000_000_000
-        return Double(current - nanoseconds) / 1e6
     }
 }
 
@@ -222,7 +208,7 @@ enum ChatSocket {
             } else if text.hasPrefix(#"42/chat,["message""#), let range = text.range(of: #""text":"t:"#) {
                 let digits = text[range.upperBound...].prefix { $0.isNumber }
                 if let stamp = Int64(digits) {
-                    deliveries.add(Clock.milliseconds(since: stamp), sentAt: Double(stamp) / 1e9)
+                    deliveries.add(LoadClock.milliseconds(since: stamp), sentAt: Double(stamp) / 1e9)
                 }
             }
         }

@@ -47,9 +47,11 @@ package struct HostEpisodes: Sendable {
 
 extension LatencySamples {
     /// With the host probe's episodes recorded (`BENCH_HOST_PROBE=1`), how much of `window` they covered and these
-    /// samples (`what`) split by whether they met one; nil without them. `origin` and `window` are in the probe's
-    /// clock.
-    package func hostEpisodesReport(_ what: String, origin: Double, window: ClosedRange<Double>) -> String? {
+    /// samples (`what`) split by whether they met one; nil without them. `origin` (the samples' zero) and `window`
+    /// are in the probe's clock.
+    package func hostEpisodesReport(
+        _ what: String, origin: Double = LoadClock.originBoottime, window: ClosedRange<Double>
+    ) -> String? {
         guard let episodes = HostEpisodes.recorded() else { return nil }
         let (count, seconds) = episodes.coverage(from: window.lowerBound, to: window.upperBound)
         let share = String(format: "%.1f", 100 * seconds / max(window.upperBound - window.lowerBound, 1e-9))

@@ -28,6 +28,7 @@ struct LocationLoad: AsyncParsableCommand {
 
     func run() async throws {
         LoadOutput.lineBuffered()
+        _ = LoadClock.origin
         let logger = Logger(label: "location-load")
         let issuer = try TokenIssuer.loadOrCreate(
             directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local",
@@ -108,6 +109,7 @@ struct LocationLoad: AsyncParsableCommand {
                 "\(couriersUp.value) riders connected, each sending a position a second; \(watching.value + couriersUp.value) sockets held by the service; measuring \(seconds) s after 5 s…"
             )
             try await Task.sleep(for: .seconds(5))
+            let measuringBegan = HostEpisodes.now()
             measuring.increment()
             try await Task.sleep(for: .seconds(seconds))
             measuring.increment()
@@ -117,6 +119,8 @@ struct LocationLoad: AsyncParsableCommand {
                 "positions sent \(sent.value), delivered to watchers \(measured) (\(String(format: "%.0f", Double(measured) / Double(seconds))) a second)"
             )
             print("position to watcher: \(latencies.summary())")
+            let window = measuringBegan...(measuringBegan + Double(seconds))
+            if let report = latencies.hostEpisodesReport("positions", window: window) { print(report) }
             stop.increment()
             group.cancelAll()
         }
@@ -150,7 +154,9 @@ enum TrackingClients {
             if text.hasPrefix(#"42/tracking,["location""#), let stamp = LoadSocket.field("recordedAt", in: text) {
                 // Positions recorded inside the measured window only.
                 if let recorded = ISO8601.parse(stamp), measuring.value == 1 {
-                    latencies.add(Date().timeIntervalSince(recorded) * 1000)
+                    latencies.add(
+                        Date().timeIntervalSince(recorded) * 1000,
+                        sentAt: recorded.timeIntervalSince(LoadClock.originDate))
                 }
             } else if text.hasPrefix(#"42/tracking,["tracking_status""#), isTracked(text) {
                 tracked.yield()

@@ -117,6 +117,7 @@ struct NotificationLoad: AsyncParsableCommand {
             let clock = ContinuousClock()
             let cpu = MachineCPU.snapshot()
             let started = clock.now
+            let startedBoottime = HostEpisodes.now()
             try await withThrowingTaskGroup(of: Void.self) { sends in
                 var sent = 0
                 var inFlight = 0
@@ -151,6 +152,8 @@ struct NotificationLoad: AsyncParsableCommand {
                 "provider calls \(received.value - 1) of \(count); \(String(format: "%.0f", Double(received.value - 1) / seconds)) pushes a second"
             )
             print("request published to provider call: \(latencies.summary())")
+            let sending = startedBoottime...(startedBoottime + sendingSeconds)
+            if let report = latencies.hostEpisodesReport("pushes", window: sending) { print(report) }
             print("from the first request to the last provider call: \(cpuReport)")
             await producer.close()
             group.cancelAll()

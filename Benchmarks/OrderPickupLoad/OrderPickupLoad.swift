@@ -145,6 +145,7 @@ struct OrderPickupLoad: AsyncParsableCommand {
         }
         let cpuBefore = MachineCPU.snapshot()
         let start = clock.now
+        let startBoottime = HostEpisodes.now()
         if let rate {
             // Open loop: each pickup starts at its own time, whether or not earlier ones have answered, and is timed
             // from that time, so a slow answer cannot hold back (and hide) the ones behind it.
@@ -181,6 +182,9 @@ struct OrderPickupLoad: AsyncParsableCommand {
             "pickups: \(latencies.count) in \(String(format: "%.2f", seconds)) s = "
                 + "\(String(format: "%.0f", Double(latencies.count) / seconds)) req/s, failures \(failures.value); "
                 + "latency \(latencies.summary())")
+        if let report = latencies.hostEpisodesReport("pickups", window: startBoottime...(startBoottime + seconds)) {
+            print(report)
+        }
         print(cpu)
         if let servicePid, let resident = MachineCPU.residentKilobytes(servicePid) {
             print("the order service's resident memory: \(resident / 1024) MiB")

@@ -34,8 +34,9 @@ struct RealtimeLoad: AsyncParsableCommand {
     var saturationMilliseconds = 100.0
 
     func run() async throws {
-        let recorder = LatencyRecorder()
-        let connectTimes = LatencyRecorder()
+        _ = LoadClock.origin
+        let recorder = LatencySamples()
+        let connectTimes = LatencySamples()
         let pool = ConnectionPool()
         let overflowsBefore = listenOverflows()
         let start = ContinuousClock.now
@@ -51,11 +52,11 @@ struct RealtimeLoad: AsyncParsableCommand {
             let ready = AsyncStream<Bool>.makeStream()
             let continuation = ready.continuation
             for _ in 0..<batch {
-                let startedAt = LatencyRecorder.now()
+                let startedAt = ContinuousClock.now
                 let handlers = LoadSocket.Handlers(
                     connected: { socket, _, _ in
                         pool.add(socket)
-                        connectTimes.record(sentAt: startedAt)
+                        connectTimes.add(since: startedAt)
                         continuation.yield(true)
                     },
                     packet: { _, text in
@@ -63,7 +64,7 @@ struct RealtimeLoad: AsyncParsableCommand {
                             return
                         }
                         if let sentAt = Int64(text[range.upperBound...].prefix { $0.isNumber }) {
-                            recorder.record(sentAt: sentAt)
+                            recorder.add(LoadClock.milliseconds(since: sentAt), sentAt: Double(sentAt) / 1e9)
                         }
                     },
                     ended: { connected in
@@ -85,10 +86,7 @@ struct RealtimeLoad: AsyncParsableCommand {
         try await Task.sleep(for: .seconds(2))
         print("connections: \(pool.count) open (of \(connections)) in \(String(format: "%.1f", connectSeconds)) s")
         print(connectCost.report(per: Double(max(pool.count, 1)), unit: "a connection"))
-        let opening = connectTimes.summary()
-        print(
-            "each connection, from its TCP connect to the Socket.IO CONNECT answer: p50 \(opening.p50) ms, p95 \(opening.p95) ms, p99 \(opening.p99) ms, max \(opening.max) ms"
-        )
+        print("each connection, from its TCP connect to the Socket.IO CONNECT answer: \(connectTimes.summary())")
         if let before = overflowsBefore, let after = listenOverflows() {
             print("listen queue overflows while opening (TcpExt ListenOverflows): \(after - before)")
         }
@@ -102,17 +100,20 @@ struct RealtimeLoad: AsyncParsableCommand {
         for rate in rates {
             recorder.reset()
             let rateCPU = CPUMeter(serverPid: serverPid)
+            let sendingBegan = HostEpisodes.now()
             let sent = try await pool.send(rate: rate, seconds: seconds)
             try await Task.sleep(for: .seconds(1))
             let rateCost = rateCPU.used()
-            let summary = recorder.summary()
+            let received = recorder.count
             if pool.lostCount > 0 { print("connections closed by the server so far: \(pool.lostCount)") }
             print(
-                "rate \(rate)/s: sent \(sent), received \(summary.count) (\(String(format: "%.0f", Double(summary.count) / Double(seconds)))/s), "
-                    + "p50 \(summary.p50) ms, p95 \(summary.p95) ms, p99 \(summary.p99) ms, max \(summary.max) ms"
+                "rate \(rate)/s: sent \(sent), received \(received) (\(String(format: "%.0f", Double(received) / Double(seconds)))/s), "
+                    + recorder.summary()
             )
             print("  " + rateCost.report(per: Double(max(sent, 1)) / 1000, unit: "per 1,000 messages"))
-            if summary.p99Milliseconds > saturationMilliseconds || summary.count < sent * 95 / 100 {
+            let sending = sendingBegan...(sendingBegan + Double(seconds))
+            if let report = recorder.hostEpisodesReport("round trips", window: sending) { print("  " + report) }
+            if recorder.percentile(0.99) ?? .infinity > saturationMilliseconds || received < sent * 95 / 100 {
                 print("saturated at \(rate)/s (p99 over \(saturationMilliseconds) ms or messages lost)")
                 break
             }
@@ -183,42 +184,6 @@ extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
-/// Round-trip times in nanoseconds.
-final class LatencyRecorder: Sendable {
-    private let samples = Mutex<[Int64]>([])
-    static let origin = ContinuousClock.now
-
-    static func now() -> Int64 {
-        let elapsed = ContinuousClock.now - origin
-        return elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
-    }
-
-    func record(sentAt: Int64) { samples.withLock { $0.append(Self.now() - sentAt) } }
-    func reset() { samples.withLock { $0.removeAll(keepingCapacity: true) } }
-
-    struct Summary {
-        var count: Int
-        var p50: String
-        var p95: String
-        var p99: String
-        var max: String
-        var p99Milliseconds: Double
-    }
-
-    func summary() -> Summary {
-        let sorted = samples.withLock { $0 }.sorted()
-        func at(_ fraction: Double) -> Double {
-            guard !sorted.isEmpty else { return .nan }
-            return Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]) / 1e6
-        }
-        func text(_ value: Double) -> String { String(format: "%.2f", value) }
-        return Summary(
-            count: sorted.count, p50: text(at(0.50)), p95: text(at(0.95)), p99: text(at(0.99)),
-            max: text(Double(sorted.last ?? 0) / 1e6), p99Milliseconds: at(0.99)
-        )
-    }
-}
-
 /// The open connections; sends round-robin at a rate.
 final class ConnectionPool: Sendable {
     private let sockets = Mutex<[LoadSocket]>([])
@@ -247,7 +212,7 @@ final class ConnectionPool: Sendable {
         for tick in 0..<ticks {
             let due = rate * (tick + 1) / 100 - rate * tick / 100
             for _ in 0..<due {
-                targets[next % targets.count].send(#"42["message",{"s":\#(LatencyRecorder.now())}]"#)
+                targets[next % targets.count].send(#"42["message",{"s":\#(LoadClock.nanoseconds())}]"#)
                 next += 1
                 sent += 1
             }

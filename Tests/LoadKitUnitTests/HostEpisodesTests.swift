@@ -42,4 +42,26 @@ import Testing
         #expect(bySecond.map(\.second) == [0, 1])
         #expect(bySecond.map(\.samples.count) == [2, 1])
     }
+
+    @Test func anOperationTimedFromAnInstantIsPlacedOnTheLoadClock() {
+        let samples = LatencySamples()
+        let began = ContinuousClock.now
+        samples.add(since: began)
+        let moment = LoadClock.seconds(at: began)
+        let (clear, met) = samples.split(by: HostEpisodes(spans: [(moment - 0.01)...(moment + 0.01)]), origin: 0)
+        #expect(met.count == 1)
+        #expect(clear.count == 0)
+        #expect(samples.split(by: HostEpisodes(spans: [(moment + 60)...(moment + 61)]), origin: 0).clear.count == 1)
+    }
+
+    @Test func percentilesAndResetCoverEverySample() {
+        let samples = LatencySamples()
+        #expect(samples.percentile(0.99) == nil)
+        for value in 1...100 { samples.add(Double(value)) }
+        #expect(samples.percentile(0.5) == 51)
+        #expect(samples.percentile(0.99) == 100)
+        samples.reset()
+        #expect(samples.count == 0)
+        #expect(samples.bySecond().isEmpty)
+    }
 }
