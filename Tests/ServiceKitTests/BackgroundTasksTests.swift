@@ -68,6 +68,25 @@ struct BackgroundTasksTests {
         #expect(accepted == [true, true, true, false, false])
     }
 
+    @Test("drops are logged at most once every ten seconds, with how many since the last warning")
+    func dropWarnings() {
+        let logs = CapturedLogs()
+        let clock = ManualClock()
+        let tasks = BackgroundTasks(name: "test", capacity: 1, concurrency: 1, now: clock.now, logger: logs.logger)
+        #expect(tasks.submit {})
+        for _ in 0..<4 { #expect(!tasks.submit {}) }
+        clock.advance(by: .seconds(9))
+        #expect(!tasks.submit {})
+        #expect(logs.messages(at: .warning).count == 1)
+        clock.advance(by: .seconds(1))
+        #expect(!tasks.submit {})
+        #expect(
+            logs.messages(at: .warning) == [
+                "background jobs dropped: the queue is full or stopped jobs=1 queue=test",
+                "background jobs dropped: the queue is full or stopped jobs=5 queue=test",
+            ])
+    }
+
     @Test("at shutdown the running job finishes; waiting ones and later ones are dropped, not run")
     func shutdown() async throws {
         let tasks = BackgroundTasks(name: "test", capacity: 10, concurrency: 1, logger: Self.logger)

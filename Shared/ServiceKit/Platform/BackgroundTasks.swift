@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import Metrics
 import ServiceLifecycle
@@ -5,8 +6,9 @@ import Synchronization
 
 /// Work a request or an event starts but should not wait for (publishing a position, asking a provider for an
 /// ETA), run by a service of the service group rather than by tasks nobody owns: at most `concurrency` jobs at
-/// once, at most `capacity` waiting. A job submitted when the queue is full is dropped, counted in
-/// `background_tasks_dropped_total{queue}` and logged. At graceful shutdown the running jobs get `shutdownGrace` to
+/// once, at most `capacity` waiting. A job submitted when the queue is full is dropped and counted in
+/// `background_tasks_dropped_total{queue}`; a warning says so at most once every ten seconds, with how many were
+/// dropped since the last (one a drop flooded the log of an overloaded service, and writing it cost CPU). At graceful shutdown the running jobs get `shutdownGrace` to
 /// finish and are then cancelled (a job waiting for a database that is down must not hold the process); those
 /// still waiting, and any submitted later, are dropped and counted (callers queue only work that may be lost or
 /// that is kept elsewhere, such as deliveries due in Postgres).
@@ -21,10 +23,16 @@ package final class BackgroundTasks: Service, Sendable {
     private let dropped: Counter
     private let stopping = Atomic<Bool>(false)
     private let logger: Logger
+    private let now: Now
+    /// Drops since the last warning about them, and when that warning was written.
+    private let unreportedDrops = Mutex<(count: Int, lastWarning: Date?)>((0, nil))
+
+    /// The least time between two warnings about dropped jobs.
+    package static let dropWarningInterval: Duration = .seconds(10)
 
     package init(
         name: String, capacity: Int = 1024, concurrency: Int = 16, shutdownGrace: Duration = .seconds(3),
-        logger: Logger
+        now: Now = .system, logger: Logger
     ) {
         precondition(capacity > 0 && concurrency > 0, "capacity and concurrency must be positive")
         self.name = name
@@ -33,6 +41,7 @@ package final class BackgroundTasks: Service, Sendable {
         (jobs, queue) = AsyncStream.makeStream(of: Job.self, bufferingPolicy: .bufferingOldest(capacity))
         dropped = Counter(label: "background_tasks_dropped_total", dimensions: [("queue", name)])
         self.logger = logger
+        self.now = now
     }
 
     /// Queues `job`; false (and counted) if the queue is full or the service stopped.
@@ -42,10 +51,28 @@ package final class BackgroundTasks: Service, Sendable {
         case .enqueued: return true
         case .dropped, .terminated:
             dropped.increment()
-            logger.warning("background job dropped: the queue is full or stopped", metadata: ["queue": "\(name)"])
+            reportDrop()
             return false
         @unknown default: return false
         }
+    }
+
+    /// Counts a dropped job and warns about the drops so far unless a warning was written in the last
+    /// ``dropWarningInterval``.
+    private func reportDrop() {
+        let time = now()
+        let drops = unreportedDrops.withLock { state -> Int? in
+            state.count += 1
+            if let last = state.lastWarning, time.timeIntervalSince(last) < Self.dropWarningInterval.timeInterval {
+                return nil
+            }
+            defer { state = (0, time) }
+            return state.count
+        }
+        guard let drops else { return }
+        logger.warning(
+            "background jobs dropped: the queue is full or stopped",
+            metadata: ["queue": "\(name)", "jobs": "\(drops)"])
     }
 
     /// What ended a child task of ``run()``.
