@@ -28,7 +28,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     private let logger: Logger
 
     /// Latest values waiting to be written, the newest of each namespace, room and key.
-    private let pendingLatest = Mutex<[String: RoomEmit]>([:])
+    private let pendingLatest = Mutex(PendingLatestValues<RoomEmit>(limit: PostgresRealtimeStore.pendingLatestLimit))
     private let latestWaiting: AsyncStream<Void>
     private let latestWaitingInput: AsyncStream<Void>.Continuation
     /// The most latest values that may wait; past it a new key's value is dropped (its next one is written).
@@ -57,11 +57,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         try Self.checkNames(emit)
         guard Self.latestLine(emit).utf8.count <= Self.notificationLimit else { throw RealtimeEmitTooLarge(emit) }
         let key = emit.namespace + "\t" + emit.room + "\t" + (emit.latestKey ?? "")
-        let queued = pendingLatest.withLock { pending in
-            guard pending[key] != nil || pending.count < Self.pendingLatestLimit else { return false }
-            pending[key] = emit
-            return true
-        }
+        let queued = pendingLatest.withLock { $0.put(emit, forKey: key) }
         if queued { latestWaitingInput.yield() } else { latestDropped.increment() }
     }
 
@@ -285,13 +281,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
 
     private func writePendingLatest() async {
         while true {
-            let batch = pendingLatest.withLock { pending -> [RoomEmit] in
-                let batch = Array(pending.values.prefix(1000))
-                for emit in batch {
-                    pending.removeValue(forKey: emit.namespace + "\t" + emit.room + "\t" + (emit.latestKey ?? ""))
-                }
-                return batch
-            }
+            let batch = pendingLatest.withLock { $0.take(1000) }
             guard !batch.isEmpty else { return }
             // Notices packed several to a notification, a line each; a value whose key is closed is neither
             // written nor told. Rows are locked in (namespace, room, key) order, as ``closeLatest`` callers lock
