@@ -7,11 +7,11 @@ import Synchronization
 /// Work a request or an event starts but should not wait for (publishing a position, asking a provider for an
 /// ETA), run by a service of the service group rather than by tasks nobody owns: at most `concurrency` jobs at
 /// once, at most `capacity` waiting. A job submitted when the queue is full is dropped and counted in
-/// `background_tasks_dropped_total{queue}`; a warning says so at most once every ten seconds, with how many were
-/// dropped since the last (one a drop flooded the log of an overloaded service, and writing it cost CPU). At graceful shutdown the running jobs get `shutdownGrace` to
-/// finish and are then cancelled (a job waiting for a database that is down must not hold the process); those
-/// still waiting, and any submitted later, are dropped and counted (callers queue only work that may be lost or
-/// that is kept elsewhere, such as deliveries due in Postgres).
+/// `background_tasks_dropped_total{queue}`; a warning says so at most once every ``dropWarningInterval``, with how
+/// many were dropped since the last (a warning for each drop flooded an overloaded service's log, and cost it CPU).
+/// At graceful shutdown the running jobs get `shutdownGrace` to finish and are then cancelled (a job waiting for a
+/// database that is down must not hold the process); those still waiting, and any submitted later, are dropped and
+/// counted (callers queue only work that may be lost or that is kept elsewhere, such as deliveries due in Postgres).
 package final class BackgroundTasks: Service, Sendable {
     package typealias Job = @Sendable () async -> Void
 
