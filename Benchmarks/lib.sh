@@ -17,6 +17,7 @@ bench_build() {
 }
 
 bench_cleanup() {
+    bench_host_report >/dev/null
     for pid in "${bench_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${bench_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     "$ROOT/deploy/local/broker.sh" stop "$bench_runtime/broker"
@@ -57,16 +58,16 @@ bench_instances() {
     done
 }
 
-# bench_host_probe: with BENCH_HOST_PROBE=1, Benchmarks/host.py runs beside the load until bench_host_report,
-# recording the host's slow episodes in the file BENCH_HOST_EPISODES names (a generator that reads it reports the
-# operations that met one apart from the rest).
+# bench_host_probe: with BENCH_HOST_PROBE=1, Benchmarks/host.py runs beside the load until bench_host_report or
+# the exit's clean-up (it is not one of bench_pids, which scripts read as the services' pids), recording the host's
+# slow episodes in the file BENCH_HOST_EPISODES names (a generator that reads it reports the operations that met one
+# apart from the rest).
 bench_host_probe() {
     [ "${BENCH_HOST_PROBE:-0}" = 1 ] || return 0
     mkdir -p "$bench_runtime"
     export BENCH_HOST_EPISODES="$bench_runtime/host-episodes"
     "$PYTHON" "$ROOT/Benchmarks/host.py" 0 --episodes "$BENCH_HOST_EPISODES" >"$bench_runtime/host-probe.log" 2>&1 &
     bench_host_pid=$!
-    bench_pids+=("$bench_host_pid")
 }
 
 # bench_host_report: stops the probe bench_host_probe started, if any, and prints what it found.
@@ -74,5 +75,6 @@ bench_host_report() {
     [ -n "${bench_host_pid:-}" ] || return 0
     kill -TERM "$bench_host_pid" 2>/dev/null || true
     wait "$bench_host_pid" 2>/dev/null || true
+    bench_host_pid=""
     cat "$bench_runtime/host-probe.log"
 }

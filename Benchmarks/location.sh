@@ -15,11 +15,10 @@ bench_build devtoken location-service location-load
 bench_infrastructure
 bench_instances location-service "$port" "${INSTANCES:-1}" DATABASE_POOL_SIZE=20
 sleep 4  # the service's consumers join their groups
-service_pids=("${bench_pids[@]}")
 bench_host_probe
 "$bench_bin/location-load" --http "$(IFS=,; echo "${bench_addresses[*]}")" --kafka "127.0.0.1:$bench_kafka_port" \
     --jobs "$jobs" --seconds "$seconds" --key-dir "$DEV_KEY_DIR"
 bench_host_report
-for pid in "${service_pids[@]}"; do
+for pid in "${bench_pids[@]}"; do
     log "location-service $pid: resident memory $(awk '/VmRSS/ {print $2, $3}' "/proc/$pid/status"), CPU $(awk '{print ($14 + $15) / 100}' "/proc/$pid/stat") s"
 done

@@ -32,10 +32,9 @@ for scale in "${scales[@]}"; do
 done
 "$pg_bin/psql" "${pg_args[@]}" -d postgres -qc "DROP DATABASE pgbench" >/dev/null
 bench_service order-service "$port" DATABASE_POOL_SIZE=40
-service_pid=${bench_pids[-1]}
 bench_host_probe
 "$bench_bin/order-pickup-load" --url "http://127.0.0.1:$port" --kafka "127.0.0.1:$bench_kafka_port" \
-    --orders "$orders" --concurrency "$concurrency" ${rate:+--rate "$rate"} --service-pid "$service_pid" \
+    --orders "$orders" --concurrency "$concurrency" ${rate:+--rate "$rate"} --service-pid "${bench_pids[-1]}" \
     --key-dir "$DEV_KEY_DIR" ${BENCH_IDEMPOTENCY_KEYS:+--idempotency-keys} \
     ${BENCH_PUSH_OUTCOMES:+--push-outcomes "$BENCH_PUSH_OUTCOMES"}
 bench_host_report
