@@ -301,23 +301,10 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
                 chunks.append(chunk)
             }
             do {
-                try await database.client.execute(
-                    """
-                    WITH batch AS (
-                        SELECT * FROM unnest(\(batch.map(\.namespace))::text[], \(batch.map(\.room))::text[],
-                                             \(batch.map { $0.latestKey ?? "" })::text[], \(batch.map(\.packet))::text[],
-                                             \(lines)::text[], \(chunks)::integer[])
-                            WITH ORDINALITY AS b(namespace, room, key, packet, line, chunk, ordinal)
-                    ), written AS (
-                        INSERT INTO realtime_latest AS l (namespace, room, key, packet)
-                        SELECT namespace, room, key, packet FROM batch ORDER BY namespace, room, key
-                        ON CONFLICT (namespace, room, key) DO UPDATE SET packet = excluded.packet, updated_at = now()
-                            WHERE NOT l.closed
-                        RETURNING l.namespace, l.room, l.key
-                    )
-                    SELECT pg_notify(\(channel), string_agg(batch.line, E'\\n' ORDER BY batch.ordinal))
-                    FROM batch JOIN written USING (namespace, room, key) GROUP BY batch.chunk
-                    """, logger: logger)
+                let bindings = PostgresBindings(
+                    batch.map(\.namespace), batch.map(\.room), batch.map { $0.latestKey ?? "" }, batch.map(\.packet),
+                    lines, chunks, channel)
+                try await database.execute(WriteLatestValues.self, bindings)
             } catch {
                 // Latest values go stale within seconds: the next ones are written instead of these.
                 latestDropped.increment(by: batch.count)
@@ -521,6 +508,26 @@ enum AppendEmitInPlace: PreparedStatementText {
 /// ``AppendEmitInPlace`` (the trigger notifies its schema's channel whatever $7).
 enum StageEmit: PreparedStatementText {
     static let sql = "SELECT " + PostgresRealtimeStore.emitCall(numbering: .atCommit, parametersFrom: 1)
+}
+
+/// Writes latest values, one a row of unnest($1 namespaces, $2 rooms, $3 keys, $4 packets, $5 notice lines, $6
+/// notification numbers), each unless its key is closed, locking rows in (namespace, room, key) order; notifies
+/// channel $7 with the lines of the values written, joined by notification number, as it commits.
+enum WriteLatestValues: PreparedStatementText {
+    static let sql = """
+        WITH batch AS (
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::integer[])
+                WITH ORDINALITY AS b(namespace, room, key, packet, line, chunk, ordinal)
+        ), written AS (
+            INSERT INTO realtime_latest AS l (namespace, room, key, packet)
+            SELECT namespace, room, key, packet FROM batch ORDER BY namespace, room, key
+            ON CONFLICT (namespace, room, key) DO UPDATE SET packet = excluded.packet, updated_at = now()
+                WHERE NOT l.closed
+            RETURNING l.namespace, l.room, l.key
+        )
+        SELECT pg_notify($7::text, string_agg(batch.line, E'\\n' ORDER BY batch.ordinal))
+        FROM batch JOIN written USING (namespace, room, key) GROUP BY batch.chunk
+        """
 }
 
 /// The stream (epoch, top) of each of rooms $2 in namespace $1 that has one.

@@ -127,6 +127,16 @@ package struct RealtimeEmitter: Sendable {
             on: connection)
     }
 
+    /// The emit of `event` with `payload` to `rooms` (but the socket `except`), as the store writes it.
+    private func roomEmit(_ event: String, _ payload: some Encodable, toRooms rooms: [String], except: String?) throws
+        -> RoomEmit
+    {
+        RoomEmit(
+            namespace: namespace.name, room: rooms.first ?? "",
+            packet: try namespace.eventPacket(event, encoding: payload),
+            except: except)
+    }
+
     /// The emit of `event` with `arguments` to `rooms` (but the socket `except`), as the store writes it.
     private func roomEmit(_ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: String?)
         -> RoomEmit
@@ -155,7 +165,9 @@ package struct RealtimeEmitter: Sendable {
         _ event: String, _ payload: some Encodable, toRoom room: String, except: String? = nil,
         on connection: PostgresConnection
     ) async throws {
-        try await emit(event, try namespace.arguments(encoding: payload), toRoom: room, except: except, on: connection)
+        try await store.append(
+            try roomEmit(event, payload, toRooms: [room], except: except), toRooms: [room], numbering: numbering,
+            on: connection)
     }
 
     /// The call that writes an emit numbered as `numbering` says inside a statement of the caller's (a change, its
@@ -165,14 +177,14 @@ package struct RealtimeEmitter: Sendable {
         PostgresRealtimeStore.emitCall(numbering: numbering, parametersFrom: first)
     }
 
-    /// Appends the values of ``emitCall(numbering:parametersFrom:)`` that emit `event` with `payload` to `room` (but
-    /// the socket `except`) to `bindings`.
+    /// Appends the values of ``emitCall(numbering:parametersFrom:)`` that emit `event` with `payload` to each of
+    /// `rooms` (but the socket `except`) to `bindings`. Pass `rooms` sorted.
     package func appendEmitArguments(
-        _ event: String, _ payload: some Encodable, toRoom room: String, except: String? = nil,
+        _ event: String, _ payload: some Encodable, toRooms rooms: [String], except: String? = nil,
         to bindings: inout PostgresBindings
     ) throws {
-        try appendEmitArguments(
-            event, try namespace.arguments(encoding: payload), toRooms: [room], except: except, to: &bindings)
+        try store.appendEmitArguments(
+            try roomEmit(event, payload, toRooms: rooms, except: except), toRooms: rooms, to: &bindings)
     }
 
     /// Appends the values of ``emitCall(numbering:parametersFrom:)`` that emit `event` with `arguments` to each of

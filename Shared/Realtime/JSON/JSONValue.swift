@@ -56,6 +56,12 @@ public enum JSONValue: Sendable, Equatable, CustomStringConvertible {
 
     static func writeString(_ text: String, to output: inout String) {
         output += "\""
+        // Most strings need no escape: appended whole (a scalar at a time was 3% of the location service's CPU).
+        guard text.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) else {
+            output += text
+            output += "\""
+            return
+        }
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\"": output += "\\\""

@@ -324,7 +324,7 @@ public final class SocketIOSocket: Sendable {
     /// Emits `event` with one payload encoded with ``SocketIOConfiguration/coding``.
     public func emit(_ event: String, _ payload: some Encodable) {
         do {
-            emit(event, try namespace.arguments(encoding: payload))
+            connection.send([EnginePacket(.message, try namespace.eventPacket(event, encoding: payload))])
         } catch {
             namespace.logger.error("could not encode \(event)", metadata: ["error": "\(error)"])
         }

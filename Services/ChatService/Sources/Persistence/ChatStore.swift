@@ -183,7 +183,7 @@ package struct ChatStore: Sendable {
             messageId, message.orderId, message.senderId, message.senderRole, message.senderName, message.text,
             quickReplyId, message.clientMessageId, message.sentAt)
         try emits.appendEmitArguments(
-            "message", message, toRoom: ChatRoom.socketRoom(message.orderId), except: socketId, to: &bindings)
+            "message", message, toRooms: [ChatRoom.socketRoom(message.orderId)], except: socketId, to: &bindings)
         outbox.appendWriteArguments(events, to: &bindings)
         if try await !connection.queryWhileOpen(SendMessage.self, bindings, logger: logger).isEmpty {
             return (message, true)

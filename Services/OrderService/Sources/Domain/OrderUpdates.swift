@@ -71,7 +71,7 @@ package struct OrderUpdates: Sendable {
         }
         // Sorted, so that transactions that emit to the same rooms take their streams' locks alike.
         try emits.appendEmitArguments(
-            "order_update", try emits.namespace.arguments(encoding: update), toRooms: rooms.sorted(), to: &bindings)
+            "order_update", update, toRooms: rooms.sorted(), to: &bindings)
     }
 
     /// Who an event concerns (customer, vendor) and the status and rider it leaves the order with.
