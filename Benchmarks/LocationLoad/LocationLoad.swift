@@ -110,15 +110,18 @@ struct LocationLoad: AsyncParsableCommand {
             )
             try await Task.sleep(for: .seconds(5))
             let measuringBegan = HostEpisodes.now()
+            let cpu = MachineCPU.snapshot()
             measuring.increment()
             try await Task.sleep(for: .seconds(seconds))
             measuring.increment()
+            let cpuReport = MachineCPU.report(since: cpu, over: .seconds(seconds))
             try await Task.sleep(for: .seconds(2))
             let measured = latencies.count
             print(
                 "positions sent \(sent.value), delivered to watchers \(measured) (\(String(format: "%.0f", Double(measured) / Double(seconds))) a second)"
             )
             print("position to watcher: \(latencies.summary())")
+            print("while measuring: \(cpuReport)")
             let window = measuringBegan...(measuringBegan + Double(seconds))
             if let report = latencies.hostEpisodesReport("positions", window: window) { print(report) }
             stop.increment()
