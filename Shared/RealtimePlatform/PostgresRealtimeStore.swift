@@ -147,7 +147,19 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     package func mark(_ id: String) async throws {
-        try await database.execute(SendMark.self, PostgresBindings(channel, "m\t" + id))
+        try await database.execute(Notify.self, PostgresBindings(channel, "m\t" + id))
+    }
+
+    /// Takes the sockets in room `socketsIn` out of `room` on every instance when the transaction of `connection`
+    /// commits (``RealtimeNotice/leave(namespace:socketsIn:room:)``): in order with the emits, so none of `room`'s
+    /// emits committed after reaches them. A notice, not a stream: a server that lost its notices meanwhile misses
+    /// it, so callers keep a durable way as well (an event every instance consumes).
+    package func leave(namespace: String, socketsIn: String, room: String, on connection: PostgresConnection)
+        async throws
+    {
+        try Self.checkNames(RoomEmit(namespace: namespace, room: room, packet: "", except: socketsIn))
+        let notice = ["x", namespace, socketsIn, room].joined(separator: "\t")
+        try await connection.queryWhileOpen(Notify.self, PostgresBindings(channel, notice), logger: logger)
     }
 
     package func emits(namespace: String, room: String, after position: StreamPosition, byteLimit: Int) async throws
@@ -399,7 +411,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
         }
     }
 
-    /// The notices of one notification: lines of tab-separated fields (`e`, `l`, `m` or `s` first). Split on its
+    /// The notices of one notification: lines of tab-separated fields (`e`, `l`, `m`, `s` or `x` first). Split on its
     /// UTF-8 bytes: newlines and tabs are single bytes, and splitting by characters walked every packet's grapheme
     /// clusters on every instance (2.8% of the order service's CPU during the pickup benchmark).
     package static func notices(in payload: String) -> [RealtimeNotice] {
@@ -431,6 +443,10 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
                 let fields = fields(1)
                 guard fields.count == 2 else { continue }
                 notices.append(.mark(fields[1]))
+            case UInt8(ascii: "x"):
+                let fields = fields()
+                guard fields.count == 4 else { continue }
+                notices.append(.leave(namespace: fields[1], socketsIn: fields[2], room: fields[3]))
             case UInt8(ascii: "s"):
                 let fields = fields()
                 guard fields.count == 4, let generation = Int(fields[2]) else { continue }
@@ -537,8 +553,9 @@ enum ReadStreamTops: PreparedStatementText {
         """
 }
 
-/// Notifies channel $1 with $2 (a server's mark) when it commits: after every notification already queued.
-enum SendMark: PreparedStatementText {
+/// Notifies channel $1 with $2 (a server's mark, sockets leaving a room) when it commits: after every notification
+/// already queued.
+enum Notify: PreparedStatementText {
     static let sql = "SELECT pg_notify($1::text, $2::text)"
 }
 

@@ -154,6 +154,14 @@ package struct RealtimeEmitter: Sendable {
         try await store.closeLatest(namespace: namespace.name, room: room, keys: keys, on: connection)
     }
 
+    /// Takes `userId`'s sockets out of `room` on every instance when the transaction commits, in order with the
+    /// emits: none of `room`'s emits committed after reaches them. A server that lost the store's notices meanwhile
+    /// misses it (``PostgresRealtimeStore/leave(namespace:socketsIn:room:on:)``).
+    package func removeUser(_ userId: String, fromRoom room: String, on connection: PostgresConnection) async throws {
+        try await store.leave(
+            namespace: namespace.name, socketsIn: SocketIONamespace.userRoom(userId), room: room, on: connection)
+    }
+
     /// Opens `room`'s closed latest values again when the transaction commits. Call it before the transaction's
     /// emits.
     package func reopenLatest(inRoom room: String, on connection: PostgresConnection) async throws {

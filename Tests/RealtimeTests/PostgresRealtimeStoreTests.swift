@@ -43,7 +43,8 @@ struct PostgresRealtimeStoreTests {
         let payload = [
             "e\t/chat\torder-1\tab12cd34\t7\tsocket-9\t" + packet, "e\t/orders\tadmins\tab12cd34\t8\t\t",
             "e\t/orders\tadmins\tab12cd34\t9\t", "l\t/location\tjob-1\tposition\t42[\"p\t\"]", "m\tmark-1",
-            "s\tpid-1\t3\tserver-2", "e\tshort", "e\t/chat\troom\tepoch\tnot-a-number\t", "s\tpid\tx\towner", "",
+            "s\tpid-1\t3\tserver-2", "x\t/chat\tuser:u-1\torder:1", "x\t/chat\tuser:u-1", "e\tshort",
+            "e\t/chat\troom\tepoch\tnot-a-number\t", "s\tpid\tx\towner", "",
             "?\tx",
         ].joined(separator: "\n")
         let position = { (offset: Int64) in StreamPosition(epoch: "ab12cd34", offset: offset) }
@@ -61,6 +62,7 @@ struct PostgresRealtimeStoreTests {
                 .latest(namespace: "/location", room: "job-1", key: "position", packet: "42[\"p\t\"]"),
                 .mark("mark-1"),
                 .sessionClaimed(pid: "pid-1", generation: 3, owner: "server-2"),
+                .leave(namespace: "/chat", socketsIn: "user:u-1", room: "order:1"),
             ])
     }
 
@@ -373,53 +375,95 @@ struct PostgresRealtimeStoreTests {
     struct Room: Codable, Sendable { var room: String }
     struct Joined: Codable, Sendable { var ok = true }
 
+    /// Runs a realtime server on `store` whose namespace `/feed` lets a socket `join` any room, and a WebSocket
+    /// connected to it, for `body` (the namespace and the socket).
+    static func withFeedSocket(
+        store: PostgresRealtimeStore, socketIO: SocketIOConfiguration, logger: Logger,
+        _ body: @Sendable (SocketIONamespace, TestWebSocket) async throws -> Void
+    ) async throws {
+        let server = RealtimeServer(
+            configuration: EngineConfiguration(), socketIO: socketIO, store: store, logger: logger)
+        let namespace = server.namespace("/feed")
+        namespace.on("join", Room.self) { socket, request in
+            socket.join(request.room)
+            return Joined()
+        }
+        let port = TestPorts.allocate()
+        let router = Router()
+        server.addRoutes(to: router)
+        let app = Application(
+            router: router, server: RealtimeServerBuilder.http1WithWebSockets([server.engine]),
+            configuration: .init(address: .hostname("127.0.0.1", port: port)), logger: logger)
+        try await withRunningApplication(app, port: port, services: [server]) {
+            try await withTestWebSocket(
+                "ws://127.0.0.1:\(port)/socket.io/?EIO=4&transport=websocket", answerPings: true
+            ) { socket in try await body(namespace, socket) }
+        }
+    }
+
     @Test("a server whose notification connection was cut catches up with what was emitted meanwhile")
     func lostNotifications() async throws {
         try await withTestDatabase { database in
             let store = Self.store(database)
-            let logger = TestInfrastructure.logger("catch-up")
             var socketIO = SocketIOConfiguration()
             socketIO.recovery = SocketIORecoverySettings()
-            let server = RealtimeServer(
-                configuration: EngineConfiguration(), socketIO: socketIO, store: store, logger: logger)
-            let namespace = server.namespace("/feed")
-            namespace.on("join", Room.self) { socket, request in
-                socket.join(request.room)
-                return Joined()
-            }
-            let port = TestPorts.allocate()
-            let router = Router()
-            server.addRoutes(to: router)
-            let app = Application(
-                router: router, server: RealtimeServerBuilder.http1WithWebSockets([server.engine]),
-                configuration: .init(address: .hostname("127.0.0.1", port: port)), logger: logger)
             let room = "room-\(UUID().uuidString)"
-            try await withRunningApplication(app, port: port, services: [server]) {
-                try await withTestWebSocket(
-                    "ws://127.0.0.1:\(port)/socket.io/?EIO=4&transport=websocket", answerPings: true
-                ) { socket in
-                    _ = try await socket.next()
-                    socket.send("40/feed,")
-                    _ = try await socket.nextSkippingPings()
-                    socket.send(#"42/feed,1["join",{"room":"\#(room)"}]"#)
-                    #expect(try await socket.nextSkippingPings() == .text(#"43/feed,1[{"ok":true}]"#))
-                    try await namespace.emit("tick", SocketIOArguments([.number("1")]), toRoom: room)
-                    #expect(
-                        try await socket.nextSkippingPings().textContent?.hasPrefix(#"42/feed,["tick",1,""#) == true)
-                    // Cut every connection that LISTENs on the schema's channel, and emit while they are down.
-                    try await database.execute(
-                        """
-                        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                        WHERE query ILIKE 'LISTEN%' AND query LIKE \("%\(database.schema)_realtime%")
-                        """)
-                    for tick in 2...4 {
-                        try await namespace.emit("tick", SocketIOArguments([.number("\(tick)")]), toRoom: room)
-                    }
-                    for tick in 2...4 {
-                        let frame = try await socket.nextSkippingPings(timeout: .seconds(15)).textContent ?? ""
-                        #expect(frame.hasPrefix(#"42/feed,["tick",\#(tick),""#), "\(frame)")
-                    }
+            try await Self.withFeedSocket(
+                store: store, socketIO: socketIO, logger: TestInfrastructure.logger("catch-up")
+            ) { namespace, socket in
+                _ = try await socket.next()
+                socket.send("40/feed,")
+                _ = try await socket.nextSkippingPings()
+                socket.send(#"42/feed,1["join",{"room":"\#(room)"}]"#)
+                #expect(try await socket.nextSkippingPings() == .text(#"43/feed,1[{"ok":true}]"#))
+                try await namespace.emit("tick", SocketIOArguments([.number("1")]), toRoom: room)
+                #expect(
+                    try await socket.nextSkippingPings().textContent?.hasPrefix(#"42/feed,["tick",1,""#) == true)
+                // Cut every connection that LISTENs on the schema's channel, and emit while they are down.
+                try await database.execute(
+                    """
+                    SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                    WHERE query ILIKE 'LISTEN%' AND query LIKE \("%\(database.schema)_realtime%")
+                    """)
+                for tick in 2...4 {
+                    try await namespace.emit("tick", SocketIOArguments([.number("\(tick)")]), toRoom: room)
                 }
+                for tick in 2...4 {
+                    let frame = try await socket.nextSkippingPings(timeout: .seconds(15)).textContent ?? ""
+                    #expect(frame.hasPrefix(#"42/feed,["tick",\#(tick),""#), "\(frame)")
+                }
+            }
+        }
+    }
+
+    @Test("sockets told to leave a room as a change commits get none of the room's emits committed after it")
+    func leaveInCommitOrder() async throws {
+        try await withTestDatabase { database in
+            let store = Self.store(database)
+            let room = "room-\(UUID().uuidString)"
+            try await Self.withFeedSocket(
+                store: store, socketIO: SocketIOConfiguration(), logger: TestInfrastructure.logger("leave")
+            ) { namespace, socket in
+                let emitter = RealtimeEmitter(namespace: namespace, store: store)
+                _ = try await socket.next()
+                socket.send("40/feed,")
+                let connected = try await socket.nextSkippingPings().textContent ?? ""
+                let sid = try #require(
+                    try JSONValue.parse(connected.dropFirst("40/feed,".count))["sid"]?.stringValue)
+                socket.send(#"42/feed,1["join",{"room":"\#(room)"}]"#)
+                #expect(try await socket.nextSkippingPings() == .text(#"43/feed,1[{"ok":true}]"#))
+                // One transaction emits, takes the socket out of the room, and emits again: the socket gets the
+                // first only, and nothing of the room's later emits; its own room still reaches it.
+                try await database.transaction { connection in
+                    try await emitter.emit("tick", SocketIOArguments([.number("1")]), toRoom: room, on: connection)
+                    try await store.leave(namespace: "/feed", socketsIn: sid, room: room, on: connection)
+                    try await emitter.emit("tick", SocketIOArguments([.number("2")]), toRoom: room, on: connection)
+                }
+                try await namespace.emit("tick", SocketIOArguments([.number("3")]), toRoom: room)
+                try await namespace.emit("done", SocketIOArguments(), toRoom: sid)
+                #expect(try await socket.nextSkippingPings() == .text(#"42/feed,["tick",1]"#))
+                #expect(try await socket.nextSkippingPings() == .text(#"42/feed,["done"]"#))
+                #expect(namespace.sockets(in: room).isEmpty)
             }
         }
     }

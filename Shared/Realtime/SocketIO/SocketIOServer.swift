@@ -409,6 +409,8 @@ public final class SocketIOServer: EngineHandler, Sendable {
                 namespaces.withLock { $0[name] }?.deliverLatest(room: room, key: key, packet: packet)
             case .mark(let id):
                 marks.resume(id)
+            case .leave(let name, let socketsIn, let room):
+                for socket in namespaces.withLock({ $0[name] })?.sockets(in: socketsIn) ?? [] { socket.leave(room) }
             case .sessionClaimed(let pid, let generation, let owner):
                 guard owner != instanceId else { continue }
                 for namespace in namespaces.withLock({ Array($0.values) }) {

@@ -77,4 +77,7 @@ public enum RealtimeNotice: Sendable, Equatable {
     /// A server's mark (``RealtimeStore/mark(_:)``): every notice of a change committed before it was sent came
     /// first.
     case mark(String)
+    /// The sockets in room `socketsIn` leave `room` (a user who lost access to it): in commit order with the emits,
+    /// so none of `room`'s emits committed after reaches them.
+    case leave(namespace: String, socketsIn: String, room: String)
 }

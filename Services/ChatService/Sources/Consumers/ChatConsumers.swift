@@ -16,8 +16,8 @@ package struct ChatAccessConsumer: Sendable {
     }
 
     /// A rider who lost a room, on every instance: unless the room is theirs again, their sockets here leave it,
-    /// with the room's row locked so that no join of theirs is admitted meanwhile. (Their apps were told with
-    /// `access_revoked`, written with the change.)
+    /// with the room's row locked so that no join of theirs is admitted meanwhile. (The change's commit took them
+    /// out already, and told their apps with `access_revoked`, unless this instance missed the store's notices.)
     func revoke(_ revoked: ChatAccessRevoked) async throws {
         let room = ChatHandlers.room(revoked.orderId)
         try await workflow.withRoomLocked(revoked.orderId) { current in

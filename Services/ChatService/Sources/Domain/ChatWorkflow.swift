@@ -221,11 +221,15 @@ package struct ChatWorkflow: Sendable {
     }
 
     /// Tells `previous` they lost the room of `orderId` (`access_revoked` to their sockets), unless they are its
-    /// rider still (`current`); the ``ChatAccessRevoked`` makes every instance take their sockets out of the room.
+    /// rider still (`current`), and takes their sockets out of the room as the change commits, in order with the
+    /// room's emits: a message committed after never reaches them (it did when only the ``ChatAccessRevoked``, on
+    /// the broker a few milliseconds to seconds later, took them out). That event stays the durable way: an
+    /// instance that lost the store's notices meanwhile takes their sockets out when it comes.
     private func revoke(
         _ previous: PersonRef?, unlessItIs current: PersonRef?, orderId: String, on connection: PostgresConnection
     ) async throws {
         guard let previous, previous.id != current?.id else { return }
+        try await emits.removeUser(previous.id, fromRoom: ChatRoom.socketRoom(orderId), on: connection)
         try await emits.emit("access_revoked", AccessRevoked(orderId: orderId), toUser: previous.id, on: connection)
         try await outbox.enqueue(
             ChatAccessRevoked(orderId: orderId, riderId: previous.id, revokedAt: now()), aggregateId: orderId,
