@@ -3,7 +3,7 @@ import Foundation
 /// How the typed API (typed handlers, emits and acknowledgements) turns values into JSON and back. The platform
 /// passes its own (``SocketIOConfiguration/coding``); ``standard`` writes dates as ISO-8601 in UTC with milliseconds.
 public struct JSONCoding: Sendable {
-    /// The JSON text of a value.
+    /// The JSON text of a value: one JSON value in UTF-8 (typed emits put it into their packets as written).
     public var encode: @Sendable (any Encodable) throws -> Data
     /// The value of a type decoded from JSON text.
     public var decode: @Sendable (any Decodable.Type, Data) throws -> any Decodable
