@@ -35,6 +35,11 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     static let pendingLatestLimit = 100_000
     private let latestDropped = Counter(label: "realtime_latest_dropped_total")
 
+    /// The connection that LISTENs, while it does: marks are sent on it, so a caller that holds a pooled connection
+    /// (a chat join, under its room's lock) waits for no other (joins holding every pooled connection would each wait
+    /// for one to send its mark).
+    private let listening = Mutex<PostgresConnection?>(nil)
+
     /// The largest notification payload Postgres takes is 8000 bytes: notices are kept under this.
     static let notificationLimit = 7900
 
@@ -147,7 +152,12 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     package func mark(_ id: String) async throws {
-        try await database.execute(Notify.self, PostgresBindings(channel, "m\t" + id))
+        let bindings = PostgresBindings(channel, "m\t" + id)
+        if let connection = listening.withLock({ $0 }) {
+            try await connection.queryWhileOpen(Notify.self, bindings, logger: logger)
+        } else {
+            try await database.execute(Notify.self, bindings)
+        }
     }
 
     /// Takes the sockets in room `socketsIn` out of `room` on every instance when the transaction of `connection`
@@ -401,6 +411,8 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     ) async throws {
         try await database.client.withConnection { connection in
             try await connection.listen(on: channel) { notifications in
+                listening.withLock { $0 = connection }
+                defer { listening.withLock { $0 = nil } }
                 ready()
                 for try await notification in notifications {
                     let notices = Self.notices(in: notification.payload)

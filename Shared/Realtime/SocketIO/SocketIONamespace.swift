@@ -189,6 +189,11 @@ public final class SocketIONamespace: Sendable {
     /// The instance this namespace runs on (``SocketIOServer/instanceId``).
     public var instanceId: String { server.instanceId }
 
+    /// Returns once this instance has applied the store's notice of every change committed before the call (every
+    /// ``RealtimeNotice/leave(namespace:socketsIn:room:)`` among them): a socket admitted to a room after it is not
+    /// taken out by an older change's late notice.
+    public func noticesCaughtUp() async throws { try await server.noticesCaughtUp() }
+
     /// The room every socket of `userId` joins.
     public static func userRoom(_ userId: String) -> String { "user:\(userId)" }
 

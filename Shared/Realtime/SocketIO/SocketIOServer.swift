@@ -50,6 +50,14 @@ public final class SocketIOServer: EngineHandler, Sendable {
     /// How long a feed that opens waits for its mark to come back through the notices before it opens anyway.
     static let markTimeout = Duration.seconds(2)
 
+    /// A caller of ``noticesCaughtUp()`` waiting for the next mark: resumed when it came back, or to send it.
+    private enum MarkTurn { case caughtUp, send }
+
+    /// Callers of ``noticesCaughtUp()`` for the next mark, and whether a mark is out: one mark at a time, each for
+    /// every caller that came before it went out (2,000 sockets joining chat rooms at once sent a mark each, one
+    /// after another on the LISTEN connection, while holding their rooms' locks).
+    private let markRound = Mutex<(waiting: [CheckedContinuation<MarkTurn, any Error>], out: Bool)>(([], false))
+
     /// Whether the store's notices are followed: until then handshakes are refused (503), since nothing could be
     /// delivered to a new socket.
     public var acceptsSessions: Bool { following.withLock { $0.active } }
@@ -429,8 +437,52 @@ public final class SocketIOServer: EngineHandler, Sendable {
         -> [String: StreamPosition]
     {
         let positions = try await store.positions(namespace: namespace, rooms: rooms)
-        // Not following: nothing will come; following again makes every feed read what it may have missed.
-        guard following.withLock({ $0.active }) else { return positions }
+        try await noticesCaughtUp()
+        return positions
+    }
+
+    /// Returns once this server has applied the store's notice of every change committed before the call (a
+    /// mark's round trip), or after ``markTimeout`` with a warning; at once while it does not follow the store
+    /// (following again, every feed reads what it may have missed).
+    func noticesCaughtUp() async throws {
+        guard following.withLock({ $0.active }) else { return }
+        let turn = try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<MarkTurn, any Error>) in
+            let sends = markRound.withLock { round -> Bool in
+                if round.out {
+                    round.waiting.append(continuation)
+                    return false
+                }
+                round.out = true
+                return true
+            }
+            if sends { continuation.resume(returning: .send) }
+        }
+        guard turn == .send else { return }
+        // This caller sends the mark for itself and every caller waiting now; the first to come meanwhile sends
+        // the next.
+        let riders = markRound.withLock { round in
+            defer { round.waiting = [] }
+            return round.waiting
+        }
+        var failure: (any Error)?
+        do { try await roundTripMark() } catch { failure = error }
+        for rider in riders {
+            if let failure { rider.resume(throwing: failure) } else { rider.resume(returning: .caughtUp) }
+        }
+        let next = markRound.withLock { round -> CheckedContinuation<MarkTurn, any Error>? in
+            guard !round.waiting.isEmpty else {
+                round.out = false
+                return nil
+            }
+            return round.waiting.removeFirst()
+        }
+        next?.resume(returning: .send)
+        if let failure { throw failure }
+    }
+
+    /// Sends a mark and waits for it to come back, or for ``markTimeout`` with a warning.
+    private func roundTripMark() async throws {
         let id = "\(instanceId)/\(markNumbers.add(1, ordering: .relaxed).newValue)"
         let ticket = marks.register(id)
         do {
@@ -441,9 +493,8 @@ public final class SocketIOServer: EngineHandler, Sendable {
         }
         // Cancelled (the server stops), the wait ends too: its mark may never come back.
         if !(await marks.wait(ticket, timeout: Self.markTimeout)), !Task.isCancelled {
-            logger.warning("a feed's mark did not come back through the store's notices; it opens anyway")
+            logger.warning("a mark did not come back through the store's notices; going on without it")
         }
-        return positions
     }
 
     private func perform(_ item: StoreWork) async {

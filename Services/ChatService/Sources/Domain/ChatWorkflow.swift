@@ -45,17 +45,19 @@ package struct ChatWorkflow: Sendable {
     ///
     /// `admit` puts the socket in the room while the room's row is share-locked, before the transaction commits. A
     /// change of the room's rider waits for that lock, so either it commits after the socket is in the room (and
-    /// the ``ChatAccessRevoked`` it writes finds the socket there) or it committed first and the join is refused.
+    /// its leave notice and the ``ChatAccessRevoked`` it writes find the socket there) or it committed first and
+    /// the join is refused. `admit` first waits for the notices of the changes committed before (a rider moved away
+    /// and back: the late notice of the move away must not take the new socket out).
     /// The socket is in the room before the history is read: a message committed meanwhile is in the history or
     /// delivered live (perhaps both; apps keep one per id), never neither.
     package func join(
         orderId: String, identity: Identity, socketId: String, instanceId: String,
-        admit: @Sendable () -> Void = {}
+        admit: @Sendable () async throws -> Void = {}
     ) async throws -> Joined {
         try await database.transaction { connection in
             let room = try await store.room(orderId, lock: .share, on: connection)
             let access = try ChatRules.requireJoin(room, by: identity)
-            admit()
+            try await admit()
             let history = try await store.messages(
                 orderId: orderId, before: nil, limit: ChatLimits.joinHistory, on: connection)
             try await presence.enter(
@@ -75,13 +77,16 @@ package struct ChatWorkflow: Sendable {
     }
 
     /// A recovered socket of `identity`, back in the room of `orderId`: whether it may stay (under the room's row
-    /// lock, as a join decides), and if so its presence is recorded again.
-    package func rejoin(orderId: String, identity: Identity, socketId: String, instanceId: String) async throws
-        -> Bool
-    {
+    /// lock, as a join decides), and if so `admit` runs under that lock (as in ``join(orderId:identity:socketId:
+    /// instanceId:admit:)``) and its presence is recorded again.
+    package func rejoin(
+        orderId: String, identity: Identity, socketId: String, instanceId: String,
+        admit: @Sendable () async throws -> Void = {}
+    ) async throws -> Bool {
         try await database.transaction { connection in
             let room = try await store.room(orderId, lock: .share, on: connection)
             guard ChatRules.mayStay(in: room, userId: identity.userId, role: identity.role) else { return false }
+            try await admit()
             try await presence.enter(
                 socketId: socketId, room: orderId, userId: identity.userId, instanceId: instanceId, now: now(),
                 on: connection)
@@ -222,8 +227,8 @@ package struct ChatWorkflow: Sendable {
 
     /// Tells `previous` they lost the room of `orderId` (`access_revoked` to their sockets), unless they are its
     /// rider still (`current`), and takes their sockets out of the room as the change commits, in order with the
-    /// room's emits: a message committed after never reaches them (it did when only the ``ChatAccessRevoked``, on
-    /// the broker a few milliseconds to seconds later, took them out). That event stays the durable way: an
+    /// notices of the room's emits: a message committed after does not reach them (it did when only the
+    /// ``ChatAccessRevoked``, on the broker a few milliseconds to seconds later, took them out). That event stays the durable way: an
     /// instance that lost the store's notices meanwhile takes their sockets out when it comes.
     private func revoke(
         _ previous: PersonRef?, unlessItIs current: PersonRef?, orderId: String, on connection: PostgresConnection

@@ -76,7 +76,10 @@ package struct ChatHandlers: Sendable {
         do {
             joined = try await workflow.join(
                 orderId: orderId, identity: identity, socketId: socket.id, instanceId: instanceId
-            ) { socket.join(room) }
+            ) {
+                try await socket.namespace.noticesCaughtUp()
+                socket.join(room)
+            }
         } catch {
             // Refused, or not confirmed: a socket in the room from an earlier join does not stay there.
             socket.leave(room)
@@ -111,8 +114,13 @@ package struct ChatHandlers: Sendable {
         for room in socket.rooms where room.hasPrefix(Self.roomPrefix) {
             let orderId = String(room.dropFirst(Self.roomPrefix.count))
             do {
+                // A late notice of an older move away may have taken it out meanwhile: back in, under the lock.
                 let kept = try await workflow.rejoin(
-                    orderId: orderId, identity: identity, socketId: socket.id, instanceId: instanceId)
+                    orderId: orderId, identity: identity, socketId: socket.id, instanceId: instanceId
+                ) {
+                    try await socket.namespace.noticesCaughtUp()
+                    socket.join(room)
+                }
                 if !kept {
                     socket.leave(room)
                     try await socket.namespace.emit(
