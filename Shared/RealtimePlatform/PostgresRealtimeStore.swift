@@ -152,12 +152,9 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     package func mark(_ id: String) async throws {
-        let bindings = PostgresBindings(channel, "m\t" + id)
-        if let connection = listening.withLock({ $0 }) {
-            try await connection.queryWhileOpen(Notify.self, bindings, logger: logger)
-        } else {
-            try await database.execute(Notify.self, bindings)
-        }
+        // Sent on any other connection, it would come back here only once this instance listens again.
+        guard let connection = listening.withLock({ $0 }) else { throw RealtimeNoticesLost() }
+        try await connection.queryWhileOpen(Notify.self, PostgresBindings(channel, "m\t" + id), logger: logger)
     }
 
     /// Takes the sockets in room `socketsIn` out of `room` on every instance when the transaction of `connection`

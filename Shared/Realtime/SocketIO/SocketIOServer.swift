@@ -461,12 +461,21 @@ public final class SocketIOServer: EngineHandler, Sendable {
         guard turn == .send else { return }
         // This caller sends the mark for itself and every caller waiting now; the first to come meanwhile sends
         // the next.
-        let riders = markRound.withLock { round in
+        var riders = markRound.withLock { round in
             defer { round.waiting = [] }
             return round.waiting
         }
         var failure: (any Error)?
-        do { try await roundTripMark() } catch { failure = error }
+        do {
+            try await roundTripMark()
+        } catch is CancellationError {
+            // This caller was cancelled before its mark came back: the first of the others sends one for them.
+            markRound.withLock { $0.waiting.insert(contentsOf: riders, at: 0) }
+            riders = []
+            failure = CancellationError()
+        } catch {
+            failure = error
+        }
         for rider in riders {
             if let failure { rider.resume(throwing: failure) } else { rider.resume(returning: .caughtUp) }
         }
@@ -481,8 +490,10 @@ public final class SocketIOServer: EngineHandler, Sendable {
         if let failure { throw failure }
     }
 
-    /// Sends a mark and waits for it to come back, or for ``markTimeout`` with a warning.
+    /// Sends a mark and waits for it to come back, or for ``markTimeout`` with a warning; returns at once if the
+    /// store's notices are not followed (any more). Throws `CancellationError` if cancelled before it came back.
     private func roundTripMark() async throws {
+        guard following.withLock({ $0.active }) else { return }
         let id = "\(instanceId)/\(markNumbers.add(1, ordering: .relaxed).newValue)"
         let ticket = marks.register(id)
         do {
@@ -492,8 +503,10 @@ public final class SocketIOServer: EngineHandler, Sendable {
             throw error
         }
         // Cancelled (the server stops), the wait ends too: its mark may never come back.
-        if !(await marks.wait(ticket, timeout: Self.markTimeout)), !Task.isCancelled {
+        guard await marks.wait(ticket, timeout: Self.markTimeout) else {
+            try Task.checkCancellation()
             logger.warning("a mark did not come back through the store's notices; going on without it")
+            return
         }
     }
 
