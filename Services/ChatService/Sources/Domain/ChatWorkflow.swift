@@ -77,8 +77,8 @@ package struct ChatWorkflow: Sendable {
     }
 
     /// A recovered socket of `identity`, back in the room of `orderId`: whether it may stay (under the room's row
-    /// lock, as a join decides), and if so `admit` runs under that lock (as in ``join(orderId:identity:socketId:
-    /// instanceId:admit:)``) and its presence is recorded again.
+    /// lock, as a join decides), and if so `admit` runs under that lock (as in a join) and its presence is recorded
+    /// again.
     package func rejoin(
         orderId: String, identity: Identity, socketId: String, instanceId: String,
         admit: @Sendable () async throws -> Void = {}
@@ -228,8 +228,8 @@ package struct ChatWorkflow: Sendable {
     /// Tells `previous` they lost the room of `orderId` (`access_revoked` to their sockets), unless they are its
     /// rider still (`current`), and takes their sockets out of the room as the change commits, in order with the
     /// notices of the room's emits: a message committed after does not reach them (it did when only the
-    /// ``ChatAccessRevoked``, on the broker a few milliseconds to seconds later, took them out). That event stays the durable way: an
-    /// instance that lost the store's notices meanwhile takes their sockets out when it comes.
+    /// ``ChatAccessRevoked``, on the broker a few milliseconds to seconds later, took them out). That event stays
+    /// the durable way: an instance that lost the store's notices meanwhile takes their sockets out when it comes.
     private func revoke(
         _ previous: PersonRef?, unlessItIs current: PersonRef?, orderId: String, on connection: PostgresConnection
     ) async throws {
