@@ -6,16 +6,6 @@ import Foundation
 
 /// The one JSON encoding of every contract: ISO-8601 dates with milliseconds, sorted keys.
 package enum ContractCoding {
-    package static func makeEncoder() -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(ISO8601.format(date))
-        }
-        return encoder
-    }
-
     /// Accepts ISO-8601 dates with or without fractional seconds.
     package static func makeDecoder() -> JSONDecoder {
         let decoder = JSONDecoder()
@@ -34,7 +24,7 @@ package enum ContractCoding {
     }
 
     package static func encode(_ value: some Encodable) throws -> Data {
-        try makeEncoder().encode(value)
+        try ContractJSONEncoder().encode(value)
     }
 
     /// Decodes `data`; a string holding the NUL character is refused with ``NULCharacterError`` before decoding

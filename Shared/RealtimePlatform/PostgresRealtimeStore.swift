@@ -1,3 +1,4 @@
+import Contracts
 import Foundation
 import Logging
 import Metrics
@@ -345,10 +346,8 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     private static func encodeRooms(_ rooms: [String: StreamPosition]) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        return String(
-            decoding: try encoder.encode(rooms.mapValues { JoinedAt(epoch: $0.epoch, offset: $0.offset) }),
+        String(
+            decoding: try ContractCoding.encode(rooms.mapValues { JoinedAt(epoch: $0.epoch, offset: $0.offset) }),
             as: UTF8.self)
     }
 

@@ -19,7 +19,7 @@ package struct ServiceRequestContext: RequestContext, RemoteAddressRequestContex
     }
 
     package var requestDecoder: ContractRequestDecoder { ContractRequestDecoder() }
-    package var responseEncoder: JSONEncoder { ContractCoding.makeEncoder() }
+    package var responseEncoder: ContractResponseEncoder { ContractResponseEncoder() }
 
     /// The verified caller; throws 401 if the route was reached without authentication.
     package func requireIdentity() throws(APIError) -> Identity {
@@ -65,6 +65,20 @@ package struct ContractRequestDecoder: RequestDecoder {
         } catch {
             throw APIError(decodingFailure: error)
         }
+    }
+}
+
+/// Encodes response bodies with the contracts' coding.
+package struct ContractResponseEncoder: ResponseEncoder {
+    package init() {}
+
+    package func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response
+    {
+        let data = try ContractCoding.encode(value)
+        return Response(
+            status: .ok,
+            headers: [.contentType: "application/json; charset=utf-8", .contentLength: String(data.count)],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 }
 

@@ -34,7 +34,7 @@ package struct NotificationStore: Sendable {
     package func insert(_ requests: [PushRequested], now: Date, on connection: PostgresConnection) async throws
         -> (fresh: Set<String>, deliveries: [(id: Int64, notificationId: String)])
     {
-        let document = String(decoding: try JSONEncoder().encode(requests), as: UTF8.self)
+        let document = String(decoding: try ContractCoding.encode(requests), as: UTF8.self)
         let rows = try await connection.queryWhileOpen(
             """
             WITH fresh AS (
