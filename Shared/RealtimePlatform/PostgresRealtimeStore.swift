@@ -111,7 +111,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     package func appendEmitArguments(_ emit: RoomEmit, toRooms rooms: [String], to bindings: inout PostgresBindings)
         throws
     {
-        for room in rooms { try Self.checkNames(RoomEmit(namespace: emit.namespace, room: room, packet: "")) }
+        for room in rooms { try Self.checkNames(namespace: emit.namespace, room: room) }
         try Self.checkNames(emit)
         let attachments = emit.attachments.map { Data($0).base64EncodedString() }
         // The packet comes with the notice when it fits (its room's feed reads it otherwise).
@@ -129,11 +129,17 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     }
 
     /// Room and namespace names travel in tab-separated notices: a tab or a line break in one is refused.
-    private static func checkNames(_ emit: RoomEmit) throws {
-        for name in [emit.namespace, emit.room, emit.latestKey ?? "", emit.except ?? ""]
+    private static func checkNames(namespace: String, room: String, _ others: String?...) throws {
+        for name in [namespace, room] + others.compactMap({ $0 })
         where name.utf8.contains(where: { $0 == 9 || $0 == 10 || $0 == 13 }) {
-            throw RealtimeEmitTooLarge(emit, reason: "a namespace, room, key or socket id has a tab or a line break")
+            throw RealtimeEmitTooLarge(
+                namespace: namespace, room: room,
+                reason: "a namespace, room, key or socket id has a tab or a line break")
         }
+    }
+
+    private static func checkNames(_ emit: RoomEmit) throws {
+        try checkNames(namespace: emit.namespace, room: emit.room, emit.latestKey, emit.except)
     }
 
     private static func latestLine(_ emit: RoomEmit) -> String {
@@ -165,7 +171,7 @@ package final class PostgresRealtimeStore: RealtimeStore, Service {
     package func leave(namespace: String, socketsIn: String, room: String, on connection: PostgresConnection)
         async throws
     {
-        try Self.checkNames(RoomEmit(namespace: namespace, room: room, packet: "", except: socketsIn))
+        try Self.checkNames(namespace: namespace, room: room, socketsIn)
         let notice = ["x", namespace, socketsIn, room].joined(separator: "\t")
         try await connection.queryWhileOpen(Notify.self, PostgresBindings(channel, notice), logger: logger)
     }
@@ -513,10 +519,16 @@ package struct RealtimeEmitTooLarge: Error, CustomStringConvertible {
     package var room: String
     package var reason: String
 
-    init(_ emit: RoomEmit, reason: String = "a latest value must fit in a notification (7,900 bytes)") {
-        self.namespace = emit.namespace
-        self.room = emit.room
+    init(namespace: String, room: String, reason: String) {
+        self.namespace = namespace
+        self.room = room
         self.reason = reason
+    }
+
+    init(_ emit: RoomEmit) {
+        self.init(
+            namespace: emit.namespace, room: emit.room,
+            reason: "a latest value must fit in a notification (7,900 bytes)")
     }
 
     package var description: String { "cannot emit to \(namespace) \(room): \(reason)" }

@@ -123,27 +123,18 @@ package struct RealtimeEmitter: Sendable {
         on connection: PostgresConnection
     ) async throws {
         try await store.append(
-            roomEmit(event, arguments, toRooms: rooms, except: except), toRooms: rooms, numbering: numbering,
+            roomEmit(namespace.eventPacket(event, arguments), toRooms: rooms, except: except), toRooms: rooms,
+            numbering: numbering,
             on: connection)
     }
 
-    /// The emit of `event` with `payload` to `rooms` (but the socket `except`), as the store writes it.
-    private func roomEmit(_ event: String, _ payload: some Encodable, toRooms rooms: [String], except: String?) throws
-        -> RoomEmit
-    {
+    /// The emit of `packet` (``SocketIONamespace/eventPacket(_:_:)``'s text and attachments, or a typed emit's text)
+    /// to `rooms` (but the socket `except`), as the store writes it.
+    private func roomEmit(
+        _ packet: (text: String, attachments: [[UInt8]]), toRooms rooms: [String], except: String?
+    ) -> RoomEmit {
         RoomEmit(
-            namespace: namespace.name, room: rooms.first ?? "",
-            packet: try namespace.eventPacket(event, encoding: payload),
-            except: except)
-    }
-
-    /// The emit of `event` with `arguments` to `rooms` (but the socket `except`), as the store writes it.
-    private func roomEmit(_ event: String, _ arguments: SocketIOArguments, toRooms rooms: [String], except: String?)
-        -> RoomEmit
-    {
-        let (packet, attachments) = namespace.eventPacket(event, arguments)
-        return RoomEmit(
-            namespace: namespace.name, room: rooms.first ?? "", packet: packet, attachments: attachments,
+            namespace: namespace.name, room: rooms.first ?? "", packet: packet.text, attachments: packet.attachments,
             except: except)
     }
 
@@ -174,7 +165,8 @@ package struct RealtimeEmitter: Sendable {
         on connection: PostgresConnection
     ) async throws {
         try await store.append(
-            try roomEmit(event, payload, toRooms: [room], except: except), toRooms: [room], numbering: numbering,
+            roomEmit((try namespace.eventPacket(event, encoding: payload), []), toRooms: [room], except: except),
+            toRooms: [room], numbering: numbering,
             on: connection)
     }
 
@@ -192,7 +184,8 @@ package struct RealtimeEmitter: Sendable {
         to bindings: inout PostgresBindings
     ) throws {
         try store.appendEmitArguments(
-            try roomEmit(event, payload, toRooms: rooms, except: except), toRooms: rooms, to: &bindings)
+            roomEmit((try namespace.eventPacket(event, encoding: payload), []), toRooms: rooms, except: except),
+            toRooms: rooms, to: &bindings)
     }
 
     /// Appends the values of ``emitCall(numbering:parametersFrom:)`` that emit `event` with `arguments` to each of
@@ -202,7 +195,8 @@ package struct RealtimeEmitter: Sendable {
         to bindings: inout PostgresBindings
     ) throws {
         try store.appendEmitArguments(
-            roomEmit(event, arguments, toRooms: rooms, except: except), toRooms: rooms, to: &bindings)
+            roomEmit(namespace.eventPacket(event, arguments), toRooms: rooms, except: except), toRooms: rooms,
+            to: &bindings)
     }
 
     /// Emits one payload to every socket of `userId` when the transaction commits.
