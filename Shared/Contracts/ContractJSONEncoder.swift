@@ -45,7 +45,7 @@ enum JSONNode {
         case .string(let text):
             Self.writeString(text, to: &output)
         case .array(let array):
-            guard depth < ContractJSONEncoder.maximumDepth else { throw Self.tooDeep }
+            guard depth + 1 < ContractJSONEncoder.maximumDepth else { throw Self.tooDeep }
             output.append(UInt8(ascii: "["))
             for (index, item) in array.items.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
@@ -53,16 +53,19 @@ enum JSONNode {
             }
             output.append(UInt8(ascii: "]"))
         case .object(let object):
-            guard depth < ContractJSONEncoder.maximumDepth else { throw Self.tooDeep }
+            guard depth + 1 < ContractJSONEncoder.maximumDepth else { throw Self.tooDeep }
             output.append(UInt8(ascii: "{"))
             let keys = object.keys
-            // Sorted by key, then by when each was encoded, so of a key encoded twice the last is kept.
+            // Sorted by key's bytes, then by when each was encoded, so of a key encoded twice the last is kept.
             let order = keys.indices.sorted { left, right in
-                keys[left] == keys[right] ? left < right : keys[left].utf8.lexicographicallyPrecedes(keys[right].utf8)
+                keys[left].utf8.elementsEqual(keys[right].utf8)
+                    ? left < right : keys[left].utf8.lexicographicallyPrecedes(keys[right].utf8)
             }
             var first = true
             for (position, index) in order.enumerated() {
-                if position + 1 < order.count, keys[order[position + 1]] == keys[index] { continue }
+                if position + 1 < order.count, keys[order[position + 1]].utf8.elementsEqual(keys[index].utf8) {
+                    continue
+                }
                 if !first { output.append(UInt8(ascii: ",")) }
                 first = false
                 Self.writeString(keys[index], to: &output)
@@ -147,6 +150,12 @@ final class JSONObjectNode {
         keys.append(key.stringValue)
         values.append(value)
     }
+
+    /// The value last encoded at `key`, if any.
+    func value(at key: some CodingKey) -> JSONNode? {
+        let name = key.stringValue
+        return keys.lastIndex(where: { $0.utf8.elementsEqual(name.utf8) }).map { values[$0] }
+    }
 }
 
 final class JSONArrayNode {
@@ -157,22 +166,34 @@ final class JSONArrayNode {
 final class JSONEncoding: Encoder {
     let parent: JSONEncoding?
     let key: (any CodingKey)?
+    /// The path above the root of its chain of parents: a super encoder's, which has no parent (the node that holds
+    /// it is held by its parent, which would then hold itself).
+    let base: [any CodingKey]
     /// What the value encoded, nil until it encodes something.
     var value: JSONNode?
 
     init(parent: JSONEncoding?, key: (any CodingKey)?) {
         self.parent = parent
         self.key = key
+        self.base = []
+    }
+
+    init(path: [any CodingKey]) {
+        self.parent = nil
+        self.key = nil
+        self.base = path
     }
 
     var codingPath: [any CodingKey] {
         var path: [any CodingKey] = []
         var encoding: JSONEncoding? = self
+        var root = self
         while let current = encoding {
             if let key = current.key { path.append(key) }
+            root = current
             encoding = current.parent
         }
-        return path.reversed()
+        return root.base + path.reversed()
     }
 
     func path(appending key: some CodingKey) -> [any CodingKey] { codingPath + [key] }
@@ -246,22 +267,36 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: UInt16, forKey key: Key) throws { object.set(key, .integer(value)) }
     mutating func encode(_ value: UInt32, forKey key: Key) throws { object.set(key, .integer(value)) }
     mutating func encode(_ value: UInt64, forKey key: Key) throws { object.set(key, .integer(value)) }
+    mutating func encode(_ value: Int128, forKey key: Key) throws { object.set(key, .integer(value)) }
+    mutating func encode(_ value: UInt128, forKey key: Key) throws { object.set(key, .integer(value)) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         object.set(key, try encoding.child(value, key: key))
     }
 
+    /// The object at `key`: the one already there (as Foundation does), or a new one.
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
         -> KeyedEncodingContainer<NestedKey>
     {
-        let nested = JSONObjectNode()
-        object.set(key, .object(nested))
+        let nested: JSONObjectNode
+        if case .object(let existing)? = object.value(at: key) {
+            nested = existing
+        } else {
+            nested = JSONObjectNode()
+            object.set(key, .object(nested))
+        }
         return KeyedEncodingContainer(
             JSONKeyedContainer<NestedKey>(encoding: JSONEncoding(parent: encoding, key: key), object: nested))
     }
 
+    /// The array at `key`: the one already there (as Foundation does), or a new one.
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        let nested = JSONArrayNode()
-        object.set(key, .array(nested))
+        let nested: JSONArrayNode
+        if case .array(let existing)? = object.value(at: key) {
+            nested = existing
+        } else {
+            nested = JSONArrayNode()
+            object.set(key, .array(nested))
+        }
         return JSONUnkeyedContainer(encoding: JSONEncoding(parent: encoding, key: key), array: nested)
     }
 
@@ -270,7 +305,7 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder(at: key) }
 
     private func superEncoder(at key: some CodingKey) -> any Encoder {
-        let nested = JSONEncoding(parent: encoding, key: key)
+        let nested = JSONEncoding(path: encoding.path(appending: key))
         object.set(key, .deferred(nested))
         return nested
     }
@@ -303,6 +338,8 @@ struct JSONUnkeyedContainer: UnkeyedEncodingContainer {
     mutating func encode(_ value: UInt16) throws { array.items.append(.integer(value)) }
     mutating func encode(_ value: UInt32) throws { array.items.append(.integer(value)) }
     mutating func encode(_ value: UInt64) throws { array.items.append(.integer(value)) }
+    mutating func encode(_ value: Int128) throws { array.items.append(.integer(value)) }
+    mutating func encode(_ value: UInt128) throws { array.items.append(.integer(value)) }
     mutating func encode<T: Encodable>(_ value: T) throws {
         array.items.append(try encoding.child(value, key: nextKey))
     }
@@ -325,7 +362,7 @@ struct JSONUnkeyedContainer: UnkeyedEncodingContainer {
     }
 
     mutating func superEncoder() -> any Encoder {
-        let nested = JSONEncoding(parent: encoding, key: nextKey)
+        let nested = JSONEncoding(path: encoding.path(appending: nextKey))
         array.items.append(.deferred(nested))
         return nested
     }
@@ -351,6 +388,8 @@ struct JSONSingleValueContainer: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt16) throws { encoding.value = .integer(value) }
     mutating func encode(_ value: UInt32) throws { encoding.value = .integer(value) }
     mutating func encode(_ value: UInt64) throws { encoding.value = .integer(value) }
+    mutating func encode(_ value: Int128) throws { encoding.value = .integer(value) }
+    mutating func encode(_ value: UInt128) throws { encoding.value = .integer(value) }
     mutating func encode<T: Encodable>(_ value: T) throws { encoding.value = try encoding.child(value, key: nil) }
 }
 

@@ -51,6 +51,8 @@ struct ContractJSONEncoderTests {
         try Self.expectSameText([Int.min, -1, 0, 1, Int.max])
         try Self.expectSameText([UInt64.max])
         try Self.expectSameText([Int8.min, Int8.max])
+        try Self.expectSameText(["min": Int128.min, "max": Int128.max])
+        try Self.expectSameText([UInt128.max])
         try Self.expectSameText([
             0.0, -0.0, 1.0, 100.0, 0.1, 12.97, -77.5912345678, 1e-7, 1.5e300, 1e21, 123456789012345680.0,
             .leastNonzeroMagnitude,
@@ -134,6 +136,36 @@ struct ContractJSONEncoderTests {
         }
     }
 
+    /// Asks for the nested containers at one key twice, after a value was encoded there.
+    struct NestedTwice: Encodable {
+        enum Keys: String, CodingKey { case meta, list, plain, x, y }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            var first = container.nestedContainer(keyedBy: Keys.self, forKey: .meta)
+            try first.encode(1, forKey: .x)
+            var second = container.nestedContainer(keyedBy: Keys.self, forKey: .meta)
+            try second.encode(2, forKey: .y)
+            var list = container.nestedUnkeyedContainer(forKey: .list)
+            try list.encode("a")
+            var more = container.nestedUnkeyedContainer(forKey: .list)
+            try more.encode("b")
+            try container.encode(["x": 0], forKey: .plain)
+            var onPlain = container.nestedContainer(keyedBy: Keys.self, forKey: .plain)
+            try onPlain.encode(3, forKey: .y)
+        }
+    }
+
+    /// Arrays nested `depth` deep around an empty one.
+    struct Nested: Encodable {
+        var depth: Int
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.unkeyedContainer()
+            if depth > 1 { try container.encode(Nested(depth: depth - 1)) }
+        }
+    }
+
     /// Encodes nothing at all.
     struct Silent: Encodable {
         func encode(to encoder: any Encoder) throws {}
@@ -145,5 +177,38 @@ struct ContractJSONEncoderTests {
         try Self.expectSameText(["inside": Silent()])
         #expect(throws: EncodingError.self) { try ContractJSONEncoder().encode(Silent()) }
         #expect(throws: EncodingError.self) { try Self.foundationEncoder().encode(Silent()) }
+        try Self.expectSameText(NestedTwice())
+    }
+
+    @Test("nesting is refused from the same depth as Foundation refuses it", arguments: [510, 511, 512, 513])
+    func depth(levels: Int) throws {
+        let foundation = try? Self.foundationEncoder().encode(Nested(depth: levels))
+        let written = try? ContractJSONEncoder().encode(Nested(depth: levels))
+        #expect(written == foundation)
+    }
+
+    @Test("an error names the path to the value, through nested and super encoders")
+    func errorPaths() {
+        struct Inner: Encodable {
+            enum Keys: String, CodingKey { case parent, value }
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: Keys.self)
+                var parent = container.superEncoder(forKey: .parent).container(keyedBy: Keys.self)
+                try parent.encode(Double.nan, forKey: .value)
+            }
+        }
+        for encode in [
+            { try ContractJSONEncoder().encode(["outer": [Inner()]]) },
+            { try Self.foundationEncoder().encode(["outer": [Inner()]]) },
+        ] as [() throws -> Data] {
+            do {
+                _ = try encode()
+                Issue.record("NaN was encoded")
+            } catch EncodingError.invalidValue(_, let context) {
+                #expect(context.codingPath.map(\.stringValue) == ["outer", "Index 0", "parent", "value"])
+            } catch {
+                Issue.record("unexpected \(error)")
+            }
+        }
     }
 }
