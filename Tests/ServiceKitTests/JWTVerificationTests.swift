@@ -27,7 +27,9 @@ struct JWTVerificationTests {
             keys: keys, issuer: issuer, audience: TestAuth.audience, leeway: leeway, now: { Self.start })
     }
 
-    @Test("a rotated key is fetched when a token names its kid, at most once per 30 s, and the old key is dropped")
+    @Test(
+        "a rotated key is fetched when a token names its kid, at most once per 30 s, and the old key is dropped (its tokens accepted before too)"
+    )
     func unknownKidRefreshesTheKeySet() async throws {
         let clock = Locked(Self.start)
         let first = SigningKey(kid: "key-1")
@@ -35,7 +37,9 @@ struct JWTVerificationTests {
         let server = FakeJWKSServer(keys: [first])
         try await server.run {
             let verifier = try await server.verifier(now: { clock.value })
-            #expect(try await verifier.verify(first.sign(Claims(now: Self.start))).userId == "c-1")
+            let firstToken = try await first.sign(Claims(now: Self.start))
+            #expect(try await verifier.verify(firstToken).userId == "c-1")
+            #expect(try await verifier.verify(firstToken).userId == "c-1")
             #expect(server.fetches == 1)
 
             server.publish([second])
@@ -48,6 +52,7 @@ struct JWTVerificationTests {
             #expect(server.fetches == 2)
             await expectRefused(
                 try await first.sign(Claims(now: Self.start)), by: verifier, code: .invalidToken, mentioning: "key-1")
+            await expectRefused(firstToken, by: verifier, code: .invalidToken, mentioning: "key-1")
 
             let flood = try await (0..<50).asyncMap { index in
                 try await SigningKey(kid: "random-\(index)").sign(Claims(now: Self.start))
@@ -206,6 +211,39 @@ struct JWTVerificationTests {
         let token = try await key.sign(Claims(now: Self.start, exp: Self.start + 10))
         let verified = try await verifier.verifyWithExpiry(token)
         #expect(verified.expiresAt == Self.start + 70)
+    }
+
+    @Test("a token accepted once is accepted again until exp plus the leeway, then refused as expired")
+    func rememberedUntilExpiry() async throws {
+        let clock = Locked(Self.start)
+        let key = SigningKey(kid: "key-1")
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: key.privateKey.publicKey)
+        let verifier = AccessTokenVerifier(
+            keys: keys, issuer: TestAuth.issuerName, audience: TestAuth.audience, leeway: .seconds(60),
+            now: { clock.value })
+        let token = try await key.sign(Claims(now: Self.start, exp: Self.start + 10))
+        #expect(try await verifier.verify(token).userId == "c-1")
+        clock.withLock { $0 = Self.start + 69.9 }
+        #expect(try await verifier.verifyWithExpiry(token).expiresAt == Self.start + 70)
+        clock.withLock { $0 = Self.start + 70 }
+        await expectRefused(token, by: verifier, code: .tokenExpired)
+        clock.withLock { $0 = Self.start }
+        #expect(try await verifier.verify(token).userId == "c-1", "a refused token is checked again, not remembered")
+    }
+
+    @Test("a token accepted once is not checked again: its signature is not (keys emptied behind the verifier's back)")
+    func rememberedTokenSkipsTheSignature() async throws {
+        let key = SigningKey(kid: "key-1")
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: key.privateKey.publicKey)
+        let verifier = AccessTokenVerifier(
+            keys: keys, issuer: TestAuth.issuerName, audience: TestAuth.audience, now: { Self.start })
+        let token = try await key.sign(Claims(now: Self.start))
+        #expect(try await verifier.verify(token).userId == "c-1")
+        _ = await keys.removeAll()
+        await expectRefused(try await key.sign(Claims(now: Self.start)), by: verifier, code: .invalidToken)
+        #expect(try await verifier.verify(token).userId == "c-1")
     }
 
     @Test(

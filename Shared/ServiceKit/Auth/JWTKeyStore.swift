@@ -23,6 +23,8 @@ final class JWTKeyStore: Sendable {
 
     private struct State {
         var keys: VerificationKeySet
+        /// Counts the key sets held: a token verified with an earlier one is verified again.
+        var generation = 0
         var lastFetchStarted: Date?
         /// Non-nil while a fetch is under way: who waits for it.
         var waiting: [CheckedContinuation<Void, Never>]?
@@ -59,6 +61,9 @@ final class JWTKeyStore: Sendable {
             metadata: ["jwt.jwks_url": "\(remote.url)", "jwt.kids": "\(keys.identifiers?.sorted() ?? [])"]
         )
     }
+
+    /// Which key set is held: it changes whenever the keys are replaced.
+    var generation: Int { state.withLock { $0.generation } }
 
     /// The keys to verify a token naming `kid` with, or nil when none of the issuer's keys has that `kid` (after
     /// fetching the key set again if allowed).
@@ -124,7 +129,10 @@ final class JWTKeyStore: Sendable {
             )
         }
         let waiting = state.withLock { state in
-            if let fetched { state.keys = fetched }
+            if let fetched {
+                state.keys = fetched
+                state.generation += 1
+            }
             defer { state.waiting = nil }
             return state.waiting ?? []
         }
