@@ -213,7 +213,7 @@ struct JWTVerificationTests {
         #expect(verified.expiresAt == Self.start + 70)
     }
 
-    @Test("a token accepted once is accepted again until exp plus the leeway, then refused as expired")
+    @Test("a token accepted once is accepted again only inside its times: until exp plus the leeway, from nbf less it")
     func rememberedUntilExpiry() async throws {
         let clock = Locked(Self.start)
         let key = SigningKey(kid: "key-1")
@@ -229,7 +229,14 @@ struct JWTVerificationTests {
         clock.withLock { $0 = Self.start + 70 }
         await expectRefused(token, by: verifier, code: .tokenExpired)
         clock.withLock { $0 = Self.start }
-        #expect(try await verifier.verify(token).userId == "c-1", "a refused token is checked again, not remembered")
+        #expect(try await verifier.verify(token).userId == "c-1", "accepted again with the clock back inside its times")
+
+        // Valid from its nbf (later than its iat) less the leeway, remembered or not.
+        let later = try await key.sign(Claims(now: Self.start, nbf: Self.start + 100, iat: Self.start + 50))
+        clock.withLock { $0 = Self.start + 40 }
+        #expect(try await verifier.verify(later).userId == "c-1")
+        clock.withLock { $0 = Self.start + 39.9 }
+        await expectRefused(later, by: verifier, code: .tokenNotYetValid)
     }
 
     @Test("a token accepted once is not checked again: its signature is not (keys emptied behind the verifier's back)")

@@ -207,7 +207,7 @@ package struct AccessTokenVerifier: Sendable {
 /// request until it renews it, and checking its signature was most of what authenticating a request cost (about 7%
 /// of the order service's CPU during pickups). A token is accepted again only inside the times it was accepted for
 /// (its `nbf` and `iat`, and its `exp`, give or take the leeway), byte for byte the same, and while the key set it was
-/// verified with is held: any key set fetched since forgets them all. At most ``capacity`` are kept, in two halves:
+/// verified with is held: a key set fetched since that differs from it forgets them all. At most ``capacity`` are kept, in two halves:
 /// when the newer half is full it becomes the older and the older is dropped; a token found in the older half
 /// moves to the newer, so tokens in use stay.
 package final class VerifiedTokens: Sendable {

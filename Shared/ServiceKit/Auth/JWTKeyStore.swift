@@ -23,6 +23,9 @@ final class JWTKeyStore: Sendable {
 
     private struct State {
         var keys: VerificationKeySet
+        /// The key set document `keys` were read from (none for fixed keys): one fetched again unchanged changes
+        /// nothing.
+        var document: [UInt8]?
         /// Counts the key sets held: a token verified with an earlier one is verified again.
         var generation = 0
         var lastFetchStarted: Date?
@@ -52,8 +55,8 @@ final class JWTKeyStore: Sendable {
     /// - Throws: ``ConfigurationError`` naming `JWT_JWKS_URL` when it cannot be fetched or holds no usable key.
     init(remote: Remote, now: @escaping @Sendable () -> Date) async throws(ConfigurationError) {
         let started = now()
-        let keys = try await Self.fetch(remote)
-        self.state = Mutex(State(keys: keys, lastFetchStarted: started))
+        let (keys, document) = try await Self.fetch(remote)
+        self.state = Mutex(State(keys: keys, document: document, lastFetchStarted: started))
         self.remote = remote
         self.now = now
         remote.logger.info(
@@ -62,7 +65,7 @@ final class JWTKeyStore: Sendable {
         )
     }
 
-    /// Which key set is held: it changes whenever the keys are replaced.
+    /// Which key set is held: it changes whenever a fetched key set differs from the one held.
     var generation: Int { state.withLock { $0.generation } }
 
     /// The keys to verify a token naming `kid` with, or nil when none of the issuer's keys has that `kid` (after
@@ -112,13 +115,13 @@ final class JWTKeyStore: Sendable {
 
     private func fetchAndReplace(reason: String) async {
         guard let remote else { return }
-        var fetched: VerificationKeySet?
+        var fetched: (keys: VerificationKeySet, document: [UInt8])?
         do {
             fetched = try await Self.fetch(remote)
             remote.logger.info(
                 "refreshed the JSON Web Key Set",
                 metadata: [
-                    "jwt.jwks_url": "\(remote.url)", "jwt.kids": "\(fetched?.identifiers?.sorted() ?? [])",
+                    "jwt.jwks_url": "\(remote.url)", "jwt.kids": "\(fetched?.keys.identifiers?.sorted() ?? [])",
                     "jwt.reason": "\(reason)",
                 ]
             )
@@ -129,8 +132,9 @@ final class JWTKeyStore: Sendable {
             )
         }
         let waiting = state.withLock { state in
-            if let fetched {
-                state.keys = fetched
+            if let fetched, fetched.document != state.document {
+                state.keys = fetched.keys
+                state.document = fetched.document
                 state.generation += 1
             }
             defer { state.waiting = nil }
@@ -150,7 +154,10 @@ final class JWTKeyStore: Sendable {
         }
     }
 
-    private static func fetch(_ remote: Remote) async throws(ConfigurationError) -> VerificationKeySet {
+    /// The key set at `remote.url`, and the document it was read from.
+    private static func fetch(_ remote: Remote) async throws(ConfigurationError) -> (
+        keys: VerificationKeySet, document: [UInt8]
+    ) {
         let body: ByteBuffer
         do {
             var request = HTTPClientRequest(url: remote.url.absoluteString)
@@ -165,8 +172,9 @@ final class JWTKeyStore: Sendable {
         } catch {
             throw ConfigurationError(variable: "JWT_JWKS_URL", problem: "cannot fetch \(remote.url): \(error)")
         }
-        return try await VerificationKeySet.keySet(
+        let keys = try await VerificationKeySet.keySet(
             json: body.readableBytesView, origin: remote.url.absoluteString, variable: "JWT_JWKS_URL",
             logger: remote.logger)
+        return (keys, Array(body.readableBytesView))
     }
 }
