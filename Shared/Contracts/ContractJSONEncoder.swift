@@ -17,7 +17,7 @@ package struct ContractJSONEncoder: Sendable {
     /// non-finite number, or nesting deeper than 512.
     package func encode<T: Encodable>(_ value: T) throws -> Data {
         let root = JSONEncoding(parent: nil, key: nil)
-        guard let node = try root.node(for: value, key: nil, topLevel: true) else {
+        guard let node = try root.node(for: value, key: nil) else {
             throw EncodingError.invalidValue(
                 value, .init(codingPath: [], debugDescription: "Top-level \(T.self) did not encode any values."))
         }
@@ -151,6 +151,15 @@ final class JSONObjectNode {
         values.append(value)
     }
 
+    /// The object `node` is, or else a new one given to `place` (a container asked for again is the same one, as in
+    /// Foundation).
+    static func `in`(_ node: JSONNode?, orPlace place: (JSONNode) -> Void) -> JSONObjectNode {
+        if case .object(let existing)? = node { return existing }
+        let object = JSONObjectNode()
+        place(.object(object))
+        return object
+    }
+
     /// The value last encoded at `key`, if any.
     func value(at key: some CodingKey) -> JSONNode? {
         let name = key.stringValue
@@ -160,6 +169,14 @@ final class JSONObjectNode {
 
 final class JSONArrayNode {
     var items: [JSONNode] = []
+
+    /// The array `node` is, or else a new one given to `place` (as ``JSONObjectNode/in(_:orPlace:)``).
+    static func `in`(_ node: JSONNode?, orPlace place: (JSONNode) -> Void) -> JSONArrayNode {
+        if case .array(let existing)? = node { return existing }
+        let array = JSONArrayNode()
+        place(.array(array))
+        return array
+    }
 }
 
 /// The encoder a value's `encode(to:)` is given; its coding path is found from its parents only when asked for.
@@ -201,39 +218,26 @@ final class JSONEncoding: Encoder {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        let object: JSONObjectNode
-        if case .object(let existing)? = value {
-            object = existing
-        } else {
-            object = JSONObjectNode()
-            value = .object(object)
-        }
+        let object = JSONObjectNode.in(value, orPlace: { value = $0 })
         return KeyedEncodingContainer(JSONKeyedContainer(encoding: self, object: object))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        let array: JSONArrayNode
-        if case .array(let existing)? = value {
-            array = existing
-        } else {
-            array = JSONArrayNode()
-            value = .array(array)
-        }
-        return JSONUnkeyedContainer(encoding: self, array: array)
+        JSONUnkeyedContainer(encoding: self, array: JSONArrayNode.in(value, orPlace: { value = $0 }))
     }
 
     func singleValueContainer() -> any SingleValueEncodingContainer { JSONSingleValueContainer(encoding: self) }
 
-    /// The node of `value` encoded at `key` below this encoder; nil only at the top for a value that encodes
-    /// nothing (anywhere else that is an empty object, as in Foundation).
-    func node<T: Encodable>(for value: T, key: (any CodingKey)?, topLevel: Bool = false) throws -> JSONNode? {
+    /// The node of `value` encoded at `key` below this encoder; nil for a value that encodes nothing (refused at the
+    /// top, an empty object anywhere else, as in Foundation: ``child(_:key:)``).
+    func node<T: Encodable>(for value: T, key: (any CodingKey)?) throws -> JSONNode? {
         if T.self == Date.self { return .string(ISO8601.format(value as! Date)) }
         if T.self == Data.self { return .string((value as! Data).base64EncodedString()) }
         if T.self == URL.self { return .string((value as! URL).absoluteString) }
         if T.self == Decimal.self { return .literal((value as! Decimal).description) }
         let child = JSONEncoding(parent: self, key: key)
         try value.encode(to: child)
-        return child.value ?? (topLevel ? nil : .object(JSONObjectNode()))
+        return child.value
     }
 
     /// The node of `value` below this encoder, never nil.
@@ -277,26 +281,14 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
         -> KeyedEncodingContainer<NestedKey>
     {
-        let nested: JSONObjectNode
-        if case .object(let existing)? = object.value(at: key) {
-            nested = existing
-        } else {
-            nested = JSONObjectNode()
-            object.set(key, .object(nested))
-        }
+        let nested = JSONObjectNode.in(object.value(at: key), orPlace: { object.set(key, $0) })
         return KeyedEncodingContainer(
             JSONKeyedContainer<NestedKey>(encoding: JSONEncoding(parent: encoding, key: key), object: nested))
     }
 
     /// The array at `key`: the one already there (as Foundation does), or a new one.
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        let nested: JSONArrayNode
-        if case .array(let existing)? = object.value(at: key) {
-            nested = existing
-        } else {
-            nested = JSONArrayNode()
-            object.set(key, .array(nested))
-        }
+        let nested = JSONArrayNode.in(object.value(at: key), orPlace: { object.set(key, $0) })
         return JSONUnkeyedContainer(encoding: JSONEncoding(parent: encoding, key: key), array: nested)
     }
 

@@ -16,8 +16,8 @@ import Synchronization
 /// accepted unless the issuer is a Cognito user pool (`https://cognito-idp.REGION.amazonaws.com/POOL`), whose
 /// access tokens always carry it. So Cognito ID tokens are refused with `TOKEN_TYPE_NOT_ACCEPTED`.
 ///
-/// A token that passed is remembered (``VerifiedTokens``): the same token again skips the signature check until its
-/// `exp` plus the leeway, while the key set it was verified with is held.
+/// A token that passed is remembered (``VerifiedTokens``): the same token again skips the signature check inside the
+/// times it was accepted for (`nbf`, `iat`, `exp`, with the leeway), while the key set it was verified with is held.
 package struct AccessTokenVerifier: Sendable {
     private let keyStore: JWTKeyStore
     private let verified = VerifiedTokens()
