@@ -32,6 +32,7 @@ struct ConfigurationTests {
         #expect(configuration.database.password == "s@cret")
         #expect(configuration.database.database == "delivery")
         #expect(configuration.database.schema == "orders")
+        #expect(configuration.database.applicationName == "order-service")
         #expect(configuration.kafka.brokers == ["k1:9092", "k2:9092"])
         #expect(configuration.auth.keySource == .publicKeyFile("/keys/jwt.pem"))
         #expect(configuration.outbox.pollInterval == .seconds(1))

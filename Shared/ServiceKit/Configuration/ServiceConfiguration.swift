@@ -43,6 +43,8 @@ package struct ServiceConfiguration: Sendable {
         package var database: String
         /// `DATABASE_SCHEMA`: the schema this service owns; its tables and migrations live there.
         package var schema: String
+        /// The service's name, which Postgres shows as the `application_name` of its connections.
+        package var applicationName: String
         /// `DATABASE_POOL_SIZE`, default 20.
         package var maximumConnections: Int
         /// `DATABASE_TLS`: `disable`, `prefer` (default) or `require`.
@@ -127,7 +129,8 @@ package struct ServiceConfiguration: Sendable {
             firstRequestTimeout: try environment.seconds(
                 "HTTP_FIRST_REQUEST_TIMEOUT_SECONDS", default: .seconds(30), in: 1...3600)
         )
-        self.database = try DatabaseSettings(environment: environment, defaultSchema: defaultSchema)
+        self.database = try DatabaseSettings(
+            environment: environment, defaultSchema: defaultSchema, applicationName: serviceName)
         let brokers = try environment.required("KAFKA_BROKERS", meaning: "Kafka bootstrap servers, e.g. 127.0.0.1:9092")
             .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         self.kafka = KafkaSettings(
@@ -160,7 +163,7 @@ package struct ServiceConfiguration: Sendable {
 }
 
 extension ServiceConfiguration.DatabaseSettings {
-    init(environment: ServiceEnvironment, defaultSchema: String) throws(ConfigurationError) {
+    init(environment: ServiceEnvironment, defaultSchema: String, applicationName: String) throws(ConfigurationError) {
         let meaning = "Postgres URL, e.g. postgres://user:password@127.0.0.1:5432/delivery"
         let text = try environment.required("DATABASE_URL", meaning: meaning)
         guard let components = URLComponents(string: text),
@@ -187,6 +190,7 @@ extension ServiceConfiguration.DatabaseSettings {
             password: components.password?.removingPercentEncoding,
             database: database,
             schema: schema,
+            applicationName: applicationName,
             maximumConnections: try environment.int("DATABASE_POOL_SIZE", default: 20, in: 1...500),
             tls: try environment.choice("DATABASE_TLS", default: TLSMode.prefer)
         )

@@ -17,7 +17,15 @@ package struct Database: Sendable {
         self.logger = logger
     }
 
-    /// A client for `settings`, with `search_path` set to the service's schema. Run it (it is a `Service`).
+    /// A client for `settings`, with `search_path` set to the service's schema and `application_name` to the
+    /// service's name. Run it (it is a `Service`).
+    ///
+    /// The pool runs no keep-alive query. PostgresNIO would set a keep-alive timer on every connection it gets back
+    /// (a task group, two tasks and a `Task.sleep` on libdispatch) and cancel it at the next lease, so every query
+    /// paid for it. Postgres keeps idle connections alive instead (`tcp_keepalives_*`): it probes one after 60 s of
+    /// silence, so that no NAT or firewall between forgets it, and drops a client that stops answering. The pool's
+    /// minimum stays 0: with a minimum, postgres-nio 1.33.2 fails a precondition (`createNewDemandConnectionIfPossible`)
+    /// when Postgres comes back after an outage under load (`ConnectionPoolTests`).
     package static func makeClient(_ settings: ServiceConfiguration.DatabaseSettings, logger: Logger) -> PostgresClient
     {
         let tls: PostgresClient.Configuration.TLS =
@@ -31,8 +39,12 @@ package struct Database: Sendable {
             database: settings.database, tls: tls
         )
         configuration.options.maximumConnections = settings.maximumConnections
+        configuration.options.keepAliveBehavior = nil
         configuration.options.connectTimeout = .seconds(5)
-        configuration.options.additionalStartupParameters = [("search_path", "\(settings.schema),public")]
+        configuration.options.additionalStartupParameters = [
+            ("search_path", "\(settings.schema),public"), ("application_name", settings.applicationName),
+            ("tcp_keepalives_idle", "60"), ("tcp_keepalives_interval", "10"), ("tcp_keepalives_count", "3"),
+        ]
         return PostgresClient(configuration: configuration, backgroundLogger: logger)
     }
 
