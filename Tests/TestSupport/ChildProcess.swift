@@ -96,7 +96,7 @@ package final class ChildProcess: @unchecked Sendable {
     }
 }
 
-/// The children still running, killed when the test process exits: a broker or service a suite shares lives as long
+/// The children still running, killed once the test process is gone: a broker or service a suite shares lives as long
 /// as the process, and would otherwise outlive it (six Tansu brokers were left behind by every `swift test`).
 private final class LiveChildren: Sendable {
     static let shared = LiveChildren()
@@ -110,7 +110,22 @@ private final class LiveChildren: Sendable {
 
     func remove(_ pid: pid_t) { pids.withLock { _ = $0.remove(pid) } }
 
+    /// Has a watcher kill the children once this process is gone. Killed from this `atexit` handler, the brokers
+    /// went down while the services still running here followed them, and their librdkafka threads logged and
+    /// reconnected while exit() tore the process down: twice (once in CI) the process then crashed ("double free or
+    /// corruption") after every test had passed. If the watcher cannot start, the children are killed now.
     private func killAll() {
-        for pid in pids.withLock({ $0 }) { kill(pid, SIGKILL) }
+        let children = pids.withLock { $0 }
+        guard !children.isEmpty else { return }
+        let script = #"while kill -0 "$0" 2>/dev/null; do sleep 0.1; done; kill -9 "$@" 2>/dev/null"#
+        do {
+            let watcher = try ChildProcess(
+                executable: "/bin/sh", arguments: ["-c", script, String(getpid())] + children.map { String($0) },
+                environment: ["PATH": "/usr/bin:/bin"])
+            // Never released: releasing it would kill the watcher (`deinit`).
+            _ = Unmanaged.passRetained(watcher)
+        } catch {
+            for pid in children { kill(pid, SIGKILL) }
+        }
     }
 }
