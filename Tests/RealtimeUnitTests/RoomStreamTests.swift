@@ -128,6 +128,66 @@ struct RoomStreamTests {
         #expect(feed.state == .opening)
     }
 
+    @Test("a live feed takes sockets out of the room as soon as the leave is told")
+    func liveLeave() {
+        var feed = RoomFeed()
+        _ = feed.opened(at: Self.position("e1", 1))
+        #expect(feed.leave(socketsIn: "s") == [.leave(socketsIn: "s")])
+        #expect(Self.delivered(feed.received(Self.notice(2))) == [2])
+    }
+
+    @Test("a leave told while the feed opens goes after the emits told before it and before those told after it")
+    func leaveWhileOpening() {
+        var feed = RoomFeed()
+        #expect(feed.received(Self.notice(1)).isEmpty)
+        #expect(feed.leave(socketsIn: "s").isEmpty, "the room's sockets have not had emit 1 yet")
+        #expect(feed.received(Self.notice(2)).isEmpty)
+        let steps = feed.opened(at: Self.position("e1", 0))
+        #expect(
+            steps == [
+                .started(Self.position("e1", 0)), .deliver([Self.emit(1)]), .leave(socketsIn: "s"),
+                .deliver([Self.emit(2)]),
+            ])
+        #expect(feed.leave(socketsIn: "t") == [.leave(socketsIn: "t")], "live again")
+    }
+
+    @Test(
+        "a leave told before any emit while the feed opens goes first; one told with nothing to wait for goes at once")
+    func leaveBeforeAnyEmit() {
+        var feed = RoomFeed()
+        #expect(feed.leave(socketsIn: "s").isEmpty)
+        #expect(feed.received(Self.notice(6)).isEmpty)
+        #expect(
+            feed.opened(at: Self.position("e1", 5)) == [
+                .started(Self.position("e1", 5)), .leave(socketsIn: "s"), .deliver([Self.emit(6)]),
+            ])
+        var quiet = RoomFeed()
+        #expect(quiet.leave(socketsIn: "s").isEmpty)
+        #expect(quiet.opened(at: Self.position("e1", 5)) == [.started(Self.position("e1", 5)), .leave(socketsIn: "s")])
+    }
+
+    @Test("a leave told while a gap is read goes between the read emits committed before and after it")
+    func leaveWhileFilling() {
+        var feed = RoomFeed()
+        _ = feed.opened(at: Self.position("e1", 0))
+        #expect(feed.received(Self.notice(1, withPacket: false)) == [.readEmits(after: Self.position("e1", 0))])
+        #expect(feed.leave(socketsIn: "s").isEmpty)
+        #expect(feed.received(Self.notice(2)).isEmpty)
+        let steps = feed.filled(.emits([Self.emit(1), Self.emit(2)], top: Self.position("e1", 2)))
+        #expect(steps == [.deliver([Self.emit(1)]), .leave(socketsIn: "s"), .deliver([Self.emit(2)])])
+        #expect(feed.state == .live)
+    }
+
+    @Test("leaves waiting when a gap cannot be filled are still made, before the sockets are told to reload")
+    func leaveBeforeLost() {
+        var feed = RoomFeed()
+        _ = feed.opened(at: Self.position("e1", 2))
+        _ = feed.received(Self.notice(9))
+        #expect(feed.leave(socketsIn: "s").isEmpty)
+        #expect(
+            feed.filled(.unavailable(.noLongerHeld)) == [.leave(socketsIn: "s"), .lost(.noLongerHeld), .readPosition])
+    }
+
     @Test("after the store's notices were lost, a live feed reads on from where it is; one that opens does once open")
     func resync() {
         var live = RoomFeed()

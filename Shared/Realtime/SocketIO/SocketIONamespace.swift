@@ -381,6 +381,19 @@ public final class SocketIONamespace: Sendable {
         }
     }
 
+    /// A change committed that takes the sockets in room `socketsIn` out of `room`: through the room's feed, in order
+    /// with its emits, so they get every emit committed before the change and none after it.
+    func leaveCommitted(socketsIn: String, room: String) {
+        let followed = members.withLock { members -> Bool in
+            guard var feed = members.feeds[room] else { return false }
+            let steps = feed.feed.leave(socketsIn: socketsIn)
+            members.feeds[room] = feed
+            perform(steps, room: room, in: &members)
+            return true
+        }
+        if !followed { for socket in sockets(in: socketsIn) { socket.leave(room) } }
+    }
+
     /// The store's answer to a feed that opens.
     func opened(room: String, feed id: Int, at position: StreamPosition) {
         members.withLock { members in
@@ -433,6 +446,13 @@ public final class SocketIONamespace: Sendable {
                         socket.deliver(emit, room: room, withOffset: withOffset)
                     }
                 }
+            case .leave(let socketsIn):
+                let leaving = (members.rooms[socketsIn] ?? [:]).values.filter { members.rooms[room]?[$0.id] === $0 }
+                for socket in leaving where socket.left(room) {
+                    members.rooms[room]?.removeValue(forKey: socket.id)
+                    socket.roomsChanged()
+                }
+                closeFeedIfUnused(room, in: &members)
             case .lost(let gap):
                 logger.warning(
                     "a room's stream cannot be followed on from where its sockets are; they reconnect and reload",

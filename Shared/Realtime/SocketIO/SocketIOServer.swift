@@ -418,7 +418,7 @@ public final class SocketIOServer: EngineHandler, Sendable {
             case .mark(let id):
                 marks.resume(id)
             case .leave(let name, let socketsIn, let room):
-                for socket in namespaces.withLock({ $0[name] })?.sockets(in: socketsIn) ?? [] { socket.leave(room) }
+                namespaces.withLock({ $0[name] })?.leaveCommitted(socketsIn: socketsIn, room: room)
             case .sessionClaimed(let pid, let generation, let owner):
                 guard owner != instanceId else { continue }
                 for namespace in namespaces.withLock({ Array($0.values) }) {

@@ -110,16 +110,20 @@ public final class SocketIOSocket: Sendable {
 
     /// Leaves `room`.
     public func leave(_ room: String) {
-        let removed = state.withLock { state -> Bool in
+        if left(room) {
+            namespace.remove(self, from: room)
+            roomsChanged()
+        }
+    }
+
+    /// Takes `room` out of the socket's own rooms (the namespace's members are the caller's); whether it was in it.
+    func left(_ room: String) -> Bool {
+        state.withLock { state -> Bool in
             guard state.rooms.remove(room) != nil else { return false }
             state.positions.removeValue(forKey: room)
             state.joinedAt.removeValue(forKey: room)
             state.offsets.remove(room)
             return true
-        }
-        if removed {
-            namespace.remove(self, from: room)
-            roomsChanged()
         }
     }
 
@@ -183,7 +187,7 @@ public final class SocketIOSocket: Sendable {
     private var isRecoverable: Bool { pid != nil && namespace.server.configuration.recovery != nil }
 
     /// The socket's rooms changed: its session is written again (once it was announced).
-    private func roomsChanged() {
+    func roomsChanged() {
         guard isRecoverable else { return }
         let save = state.withLock { state -> Bool in
             guard state.announced else {

@@ -5,7 +5,8 @@
 ///
 /// Every emit committed after the feed began opening is delivered: notices that arrive while it opens are kept, and
 /// the first of them may come from just before the store was asked. The server gives ``opened(at:)`` the store's
-/// answer only once every notice up to that answer has come (``RealtimeStore/mark(_:)``).
+/// answer only once every notice up to that answer has come (``RealtimeStore/mark(_:)``). A committed leave
+/// (``leave(socketsIn:)``) takes its sockets out of the room in the same order: after the emits told before it.
 struct RoomFeed: Sendable {
     /// A notice of the room's stream: the emit's position, and the emit unless it came without its packet.
     struct Notice: Sendable, Equatable {
@@ -31,6 +32,9 @@ struct RoomFeed: Sendable {
         case started(StreamPosition)
         /// Deliver these emits to the room's sockets, in order.
         case deliver([StreamEmit])
+        /// Take the sockets in room `socketsIn` out of this room: a change that committed after the emits delivered
+        /// before this step, and before those delivered after it, said so.
+        case leave(socketsIn: String)
         /// The store cannot show what the room's sockets missed: they must reload (their connections are closed,
         /// and their recovery is refused). The feed opens again.
         case lost(StreamGap)
@@ -52,6 +56,20 @@ struct RoomFeed: Sendable {
     private var kept: [Notice] = []
     /// Notices may have been missed (the store's following was lost): read again once the current read is done.
     private var stale = false
+    /// Leaves told while emits told before them were not delivered yet, oldest first.
+    private var leaves: [PendingLeave] = []
+
+    /// A leave waiting for the emits told before it: those up to `after` (nil: none that is not delivered yet).
+    private struct PendingLeave: Sendable {
+        var after: StreamPosition?
+        var socketsIn: String
+
+        /// Whether the leave goes before the emit at `next`: it committed before that emit.
+        func goesBefore(_ next: StreamPosition) -> Bool {
+            guard let after else { return true }
+            return next.epoch != after.epoch || next.offset > after.offset
+        }
+    }
 
     /// A new feed: the server asks the store for the stream's position (``Step/readPosition``).
     init() {}
@@ -63,6 +81,16 @@ struct RoomFeed: Sendable {
             return []
         }
         return advance(with: [notice])
+    }
+
+    /// A change committed that takes the sockets in room `socketsIn` out of the room (told in order with the room's
+    /// notices): they get every emit told before it and none after it. While the feed opens or reads a gap it waits
+    /// for the emits told before it; while it reads a gap with none kept, it goes before whatever the read brings.
+    mutating func leave(socketsIn: String) -> [Step] {
+        guard state != .live || !kept.isEmpty || !leaves.isEmpty else { return [.leave(socketsIn: socketsIn)] }
+        let after = kept.last?.position ?? (state == .opening ? nil : position)
+        leaves.append(PendingLeave(after: after, socketsIn: socketsIn))
+        return []
     }
 
     /// The store's answer to ``Step/readPosition``: the stream stood at `top`.
@@ -92,7 +120,7 @@ struct RoomFeed: Sendable {
             state = .opening
             position = .start
             stale = false
-            return [.lost(gap), .readPosition]
+            return releasingLeaves() + [.lost(gap), .readPosition]
         case .emits(let emits, let top):
             state = .live
             var delivered: [StreamEmit] = []
@@ -102,7 +130,7 @@ struct RoomFeed: Sendable {
             }
             let notices = kept
             kept = []
-            var steps: [Step] = delivered.isEmpty ? [] : [.deliver(delivered)]
+            var steps = delivering(delivered)
             if top.offset > position.offset && top.epoch == position.epoch {
                 // The read stopped at its byte limit: read on.
                 state = .filling
@@ -147,14 +175,39 @@ struct RoomFeed: Sendable {
             position = notice.position
             index += 1
         }
-        var steps: [Step] = delivered.isEmpty ? [] : [.deliver(delivered)]
+        var steps = delivering(delivered)
         if index < notices.endIndex || stale {
             stale = false
             state = .filling
             kept = Array(notices[index...])
             steps.append(.readEmits(after: position))
+        } else {
+            steps += releasingLeaves()
         }
         return steps
+    }
+
+    /// Steps that deliver `emits` in order, each waiting leave going before the first emit committed after it.
+    private mutating func delivering(_ emits: [StreamEmit]) -> [Step] {
+        var steps: [Step] = []
+        var batch: [StreamEmit] = []
+        for emit in emits {
+            while let leave = leaves.first, leave.goesBefore(emit.position) {
+                if !batch.isEmpty { steps.append(.deliver(batch)) }
+                batch = []
+                steps.append(.leave(socketsIn: leave.socketsIn))
+                leaves.removeFirst()
+            }
+            batch.append(emit)
+        }
+        if !batch.isEmpty { steps.append(.deliver(batch)) }
+        return steps
+    }
+
+    /// Every waiting leave, once the feed delivered all that was told before them (or its sockets must reload).
+    private mutating func releasingLeaves() -> [Step] {
+        defer { leaves = [] }
+        return leaves.map { .leave(socketsIn: $0.socketsIn) }
     }
 
     /// Whether an emit at `next` is the one after `position`: the next offset of the same epoch, or the first emit
