@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Realtime
 import RealtimeTesting
+import Synchronization
 import TestSupport
 import Testing
 
@@ -20,6 +21,8 @@ struct LateNoticeTests {
         let positionsAllowed = AsyncQueue<Void>()
         /// The rooms of each session written.
         let saved = AsyncQueue<Set<String>>()
+        /// Where the server following the store gets its notices (``tell(_:)``).
+        private let followers = Mutex<[AsyncStream<[RealtimeNotice]>.Continuation]>([])
 
         init(delay: Duration) { self.delay = delay }
 
@@ -68,6 +71,7 @@ struct LateNoticeTests {
             ready: @escaping @Sendable () -> Void, _ receive: @escaping @Sendable ([RealtimeNotice]) -> Void
         ) async throws {
             let (late, lateInput) = AsyncStream.makeStream(of: [RealtimeNotice].self)
+            followers.withLock { $0.append(lateInput) }
             let delay = self.delay
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask {
@@ -79,6 +83,12 @@ struct LateNoticeTests {
                 try await base.follow(ready: ready) { lateInput.yield($0) }
                 lateInput.finish()
             }
+        }
+
+        /// Tells the servers following the store `notices`, in order with the store's own (as a change that
+        /// commits would).
+        func tell(_ notices: [RealtimeNotice]) {
+            for follower in followers.withLock({ $0 }) { follower.yield(notices) }
         }
     }
 
@@ -159,6 +169,69 @@ struct LateNoticeTests {
                 #expect(try await store.saved.next(timeout: .seconds(5)) == ownRoom)
             }
             store.positionsAllowed.push(())
+        }
+    }
+
+    /// A socket's Socket.IO id, from its CONNECT answer (`40/late,{"sid":"…"}`).
+    static func sid(_ connected: String?) throws -> String {
+        let body = try #require(connected?.dropFirst("40/late,".count))
+        return try JSONDecoder().decode([String: String].self, from: Data(body.utf8))["sid"] ?? ""
+    }
+
+    @Test(
+        "a leave told while the room's feed opens waits for the emit told before it, and spares a socket that joined again"
+    )
+    func leaveWhileTheFeedOpens() async throws {
+        let port = TestPorts.allocate()
+        let store = LateNoticeStore(delay: .zero)
+        let (app, realtime, namespace) = Self.application(store: store, port: port)
+        let url = "ws://127.0.0.1:\(port)/socket.io/?EIO=4&transport=websocket"
+        try await withRunningApplication(app, port: port, services: [realtime]) {
+            try await withTestWebSocket(url) { staying in
+                try await withTestWebSocket(url) { leaving in
+                    var sids: [String] = []
+                    for socket in [staying, leaving] {
+                        _ = try await socket.next()
+                        socket.send("40/late,")
+                        sids.append(try Self.sid(try await socket.next().textContent))
+                    }
+                    // Both are in the room "riders", whose sockets the leave takes out of "room".
+                    for (index, socket) in [staying, leaving].enumerated() {
+                        socket.send(#"42/late,1["join",{"room":"riders"}]"#)
+                        #expect(try await socket.nextSkippingPings() == .text(#"43/late,1[{"joined":"riders"}]"#))
+                        if index == 0 {
+                            #expect(try await store.positionsAsked.next() == ["riders"])
+                            store.positionsAllowed.push(())
+                        }
+                        socket.send(#"42/late,2["join",{"room":"room"}]"#)
+                        #expect(try await socket.nextSkippingPings() == .text(#"43/late,2[{"joined":"room"}]"#))
+                    }
+                    // The feed of "room" opens (its read waits): an emit and then the leave are told meanwhile.
+                    #expect(try await store.positionsAsked.next() == ["room"])
+                    try await namespace.emit("news", ["n": 1], toRoom: "room")
+                    store.tell([.leave(namespace: "/late", socketsIn: "riders", room: "room")])
+                    try await namespace.noticesCaughtUp()
+                    #expect(namespace.sockets(in: "room").count == 2, "the leave waits for the emit told before it")
+                    // One of them joins "room" again, decided after the leave's change: the leave spares it.
+                    staying.send(#"42/late,3["join",{"room":"room"}]"#)
+                    #expect(try await staying.nextSkippingPings() == .text(#"43/late,3[{"joined":"room"}]"#))
+                    store.positionsAllowed.push(())
+                    for socket in [staying, leaving] {
+                        #expect(
+                            try await socket.nextSkippingPings(timeout: .seconds(5))
+                                == .text(#"42/late,["news",{"n":1}]"#))
+                    }
+                    try await namespace.emit("news", ["n": 2], toRoom: "room")
+                    try await namespace.emit("done", ["n": 2], toRoom: sids[1])
+                    #expect(
+                        try await staying.nextSkippingPings(timeout: .seconds(5)) == .text(#"42/late,["news",{"n":2}]"#)
+                    )
+                    #expect(
+                        try await leaving.nextSkippingPings(timeout: .seconds(5)) == .text(#"42/late,["done",{"n":2}]"#)
+                    )
+                    #expect(namespace.sockets(in: "room").map(\.id) == [sids[0]])
+                }
+            }
         }
     }
 }

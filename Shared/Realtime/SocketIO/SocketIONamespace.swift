@@ -326,7 +326,9 @@ public final class SocketIONamespace: Sendable {
     func add(_ socket: SocketIOSocket, to room: String, new: Bool = false) {
         members.withLock { members in
             members.rooms[room, default: [:]][socket.id] = socket
-            if let feed = members.feeds[room] {
+            if var feed = members.feeds[room] {
+                feed.feed.rejoined(socket.id)
+                members.feeds[room] = feed
                 socket.joined(room, at: feed.feed.state == .opening ? nil : feed.feed.position)
             } else if new {
                 let id = members.nextFeed
@@ -339,6 +341,15 @@ public final class SocketIONamespace: Sendable {
                 socket.joined(room, at: nil)
                 openFeed(room, in: &members)
             }
+        }
+    }
+
+    /// A socket already in `room` joined it again: a leave its room's feed holds (told before) does not take it out.
+    func rejoined(_ socket: SocketIOSocket, room: String) {
+        members.withLock { members in
+            guard members.rooms[room]?[socket.id] === socket, var feed = members.feeds[room] else { return }
+            feed.feed.rejoined(socket.id)
+            members.feeds[room] = feed
         }
     }
 
@@ -381,17 +392,35 @@ public final class SocketIONamespace: Sendable {
         }
     }
 
-    /// A change committed that takes the sockets in room `socketsIn` out of `room`: through the room's feed, in order
-    /// with its emits, so they get every emit committed before the change and none after it.
+    /// A change committed that takes the sockets in room `socketsIn` out of `room` (the store's notice): through the
+    /// room's feed, in order with its emits, so they get every emit committed before the change and none after it.
     func leaveCommitted(socketsIn: String, room: String) {
-        let followed = members.withLock { members -> Bool in
-            guard var feed = members.feeds[room] else { return false }
-            let steps = feed.feed.leave(socketsIn: socketsIn)
-            members.feeds[room] = feed
-            perform(steps, room: room, in: &members)
-            return true
+        members.withLock { members in
+            let leaving = (members.rooms[socketsIn] ?? [:]).keys.filter { members.rooms[room]?[$0] != nil }
+            leave(Set(leaving), room: room, in: &members)
         }
-        if !followed { for socket in sockets(in: socketsIn) { socket.leave(room) } }
+    }
+
+    /// Takes `sockets` out of `room` after the emits of the room this server was told of so far, and before any
+    /// told later (a socket's own `leave` goes at once): call it after ``noticesCaughtUp()`` for a change that
+    /// committed before, so that they get every emit committed before the change. A socket that joins the room
+    /// again meanwhile stays.
+    public func leave(_ sockets: [SocketIOSocket], from room: String) {
+        members.withLock { members in
+            let leaving = sockets.filter { members.rooms[room]?[$0.id] === $0 }.map(\.id)
+            leave(Set(leaving), room: room, in: &members)
+        }
+    }
+
+    /// Takes the sockets `ids` out of `room` through the room's feed (at once if it has none).
+    private func leave(_ ids: Set<String>, room: String, in members: inout Members) {
+        guard var feed = members.feeds[room] else {
+            perform([.leave(ids)], room: room, in: &members)
+            return
+        }
+        let steps = feed.feed.leave(ids)
+        members.feeds[room] = feed
+        perform(steps, room: room, in: &members)
     }
 
     /// The store's answer to a feed that opens.
@@ -446,10 +475,10 @@ public final class SocketIONamespace: Sendable {
                         socket.deliver(emit, room: room, withOffset: withOffset)
                     }
                 }
-            case .leave(let socketsIn):
-                let leaving = (members.rooms[socketsIn] ?? [:]).values.filter { members.rooms[room]?[$0.id] === $0 }
-                for socket in leaving where socket.left(room) {
-                    members.rooms[room]?.removeValue(forKey: socket.id)
+            case .leave(let ids):
+                for id in ids {
+                    guard let socket = members.rooms[room]?[id], socket.left(room) else { continue }
+                    members.rooms[room]?.removeValue(forKey: id)
                     socket.roomsChanged()
                 }
                 closeFeedIfUnused(room, in: &members)

@@ -98,13 +98,18 @@ public final class SocketIOSocket: Sendable {
     /// Joins `room`; `new` when nothing can have been emitted to it yet (a new socket's own room), so its stream
     /// need not be looked up.
     func join(_ room: String, new: Bool) {
-        let added = state.withLock { state -> Bool in
-            guard state.connected else { return false }
+        let added = state.withLock { state -> Bool? in
+            guard state.connected else { return nil }
             return state.rooms.insert(room).inserted
         }
-        if added {
+        switch added {
+        case true?:
             namespace.add(self, to: room, new: new)
             roomsChanged()
+        case false?:
+            namespace.rejoined(self, room: room)
+        case nil:
+            break
         }
     }
 

@@ -5,8 +5,8 @@
 ///
 /// Every emit committed after the feed began opening is delivered: notices that arrive while it opens are kept, and
 /// the first of them may come from just before the store was asked. The server gives ``opened(at:)`` the store's
-/// answer only once every notice up to that answer has come (``RealtimeStore/mark(_:)``). A committed leave
-/// (``leave(socketsIn:)``) takes its sockets out of the room in the same order: after the emits told before it.
+/// answer only once every notice up to that answer has come (``RealtimeStore/mark(_:)``). A leave (``leave(_:)``)
+/// takes its sockets out of the room in the same order: after the emits told before it.
 struct RoomFeed: Sendable {
     /// A notice of the room's stream: the emit's position, and the emit unless it came without its packet.
     struct Notice: Sendable, Equatable {
@@ -32,9 +32,9 @@ struct RoomFeed: Sendable {
         case started(StreamPosition)
         /// Deliver these emits to the room's sockets, in order.
         case deliver([StreamEmit])
-        /// Take the sockets in room `socketsIn` out of this room: a change that committed after the emits delivered
-        /// before this step, and before those delivered after it, said so.
-        case leave(socketsIn: String)
+        /// Take these sockets (by id) out of this room: a change that committed after the emits delivered before
+        /// this step, and before those delivered after it, said so.
+        case leave(Set<String>)
         /// The store cannot show what the room's sockets missed: they must reload (their connections are closed,
         /// and their recovery is refused). The feed opens again.
         case lost(StreamGap)
@@ -62,7 +62,8 @@ struct RoomFeed: Sendable {
     /// A leave waiting for the emits told before it: those up to `after` (nil: none that is not delivered yet).
     private struct PendingLeave: Sendable {
         var after: StreamPosition?
-        var socketsIn: String
+        /// The sockets it takes out, by id: those in the room when it was told, less any that joined it again since.
+        var sockets: Set<String>
 
         /// Whether the leave goes before the emit at `next`: it committed before that emit.
         func goesBefore(_ next: StreamPosition) -> Bool {
@@ -83,14 +84,24 @@ struct RoomFeed: Sendable {
         return advance(with: [notice])
     }
 
-    /// A change committed that takes the sockets in room `socketsIn` out of the room (told in order with the room's
-    /// notices): they get every emit told before it and none after it. While the feed opens or reads a gap it waits
-    /// for the emits told before it; while it reads a gap with none kept, it goes before whatever the read brings.
-    mutating func leave(socketsIn: String) -> [Step] {
-        guard state != .live || !kept.isEmpty || !leaves.isEmpty else { return [.leave(socketsIn: socketsIn)] }
+    /// A change committed that takes `sockets` (ids of sockets in the room) out of the room, told in order with the
+    /// room's notices: they get every emit told before it and none after it. While the feed opens or reads a gap it
+    /// waits for the emits told before it; while it reads a gap with none kept, it goes before whatever the read
+    /// brings.
+    mutating func leave(_ sockets: Set<String>) -> [Step] {
+        guard !sockets.isEmpty else { return [] }
+        guard state != .live || !kept.isEmpty || !leaves.isEmpty else { return [.leave(sockets)] }
         let after = kept.last?.position ?? (state == .opening ? nil : position)
-        leaves.append(PendingLeave(after: after, socketsIn: socketsIn))
+        leaves.append(PendingLeave(after: after, sockets: sockets))
         return []
+    }
+
+    /// Socket `id` joined the room again after the leaves told so far (its join was decided after their changes
+    /// committed): none of them takes it out.
+    mutating func rejoined(_ id: String) {
+        guard !leaves.isEmpty else { return }
+        for index in leaves.indices { leaves[index].sockets.remove(id) }
+        leaves.removeAll { $0.sockets.isEmpty }
     }
 
     /// The store's answer to ``Step/readPosition``: the stream stood at `top`.
@@ -120,7 +131,7 @@ struct RoomFeed: Sendable {
             state = .opening
             position = .start
             stale = false
-            return releasingLeaves() + [.lost(gap), .readPosition]
+            return [.lost(gap)] + releasingLeaves() + [.readPosition]
         case .emits(let emits, let top):
             state = .live
             var delivered: [StreamEmit] = []
@@ -195,7 +206,7 @@ struct RoomFeed: Sendable {
             while let leave = leaves.first, leave.goesBefore(emit.position) {
                 if !batch.isEmpty { steps.append(.deliver(batch)) }
                 batch = []
-                steps.append(.leave(socketsIn: leave.socketsIn))
+                steps.append(.leave(leave.sockets))
                 leaves.removeFirst()
             }
             batch.append(emit)
@@ -207,7 +218,7 @@ struct RoomFeed: Sendable {
     /// Every waiting leave, once the feed delivered all that was told before them (or its sockets must reload).
     private mutating func releasingLeaves() -> [Step] {
         defer { leaves = [] }
-        return leaves.map { .leave(socketsIn: $0.socketsIn) }
+        return leaves.map { .leave($0.sockets) }
     }
 
     /// Whether an emit at `next` is the one after `position`: the next offset of the same epoch, or the first emit

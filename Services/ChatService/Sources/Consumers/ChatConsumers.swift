@@ -18,13 +18,16 @@ package struct ChatAccessConsumer: Sendable {
     /// A rider who lost a room, on every instance: unless the room is theirs again, their sockets here leave it,
     /// with the room's row locked so that no join of theirs is admitted meanwhile. (The change's commit took them
     /// out already, and told their apps with `access_revoked`, unless this instance missed the store's notices.)
+    /// They leave through the room's feed once this instance was told of what committed before, so a message
+    /// committed before the change still reaches them.
     func revoke(_ revoked: ChatAccessRevoked) async throws {
         let room = ChatHandlers.room(revoked.orderId)
         try await workflow.withRoomLocked(revoked.orderId) { current in
             guard !ChatRules.mayStay(in: current, userId: revoked.riderId, role: .rider) else { return }
-            for socket in namespace.sockets(in: room) where socket.identity?.userId == revoked.riderId {
-                socket.leave(room)
-            }
+            let riders = namespace.sockets(in: room).filter { $0.identity?.userId == revoked.riderId }
+            guard !riders.isEmpty else { return }
+            try await namespace.noticesCaughtUp()
+            namespace.leave(riders, from: room)
         }
     }
 }

@@ -98,10 +98,10 @@ package struct ChatWorkflow: Sendable {
     /// until `decide` has returned: a change of the room's rider cannot commit in between, so what `decide` does
     /// about a user's sockets holds for the access it read.
     package func withRoomLocked<Decision: Sendable>(
-        _ orderId: String, _ decide: @Sendable (ChatRoom?) -> Decision
+        _ orderId: String, _ decide: @Sendable (ChatRoom?) async throws -> Decision
     ) async throws -> Decision {
         try await database.transaction { connection in
-            decide(try await store.room(orderId, lock: .share, on: connection))
+            try await decide(try await store.room(orderId, lock: .share, on: connection))
         }
     }
 
