@@ -345,11 +345,15 @@ public final class SocketIONamespace: Sendable {
     }
 
     /// A socket already in `room` joined it again: a leave its room's feed holds (told before) does not take it out.
-    func rejoined(_ socket: SocketIOSocket, room: String) {
+    /// Whether it is still in the room.
+    func rejoined(_ socket: SocketIOSocket, room: String) -> Bool {
         members.withLock { members in
-            guard members.rooms[room]?[socket.id] === socket, var feed = members.feeds[room] else { return }
-            feed.feed.rejoined(socket.id)
-            members.feeds[room] = feed
+            guard members.rooms[room]?[socket.id] === socket else { return false }
+            if var feed = members.feeds[room] {
+                feed.feed.rejoined(socket.id)
+                members.feeds[room] = feed
+            }
+            return true
         }
     }
 

@@ -107,7 +107,8 @@ public final class SocketIOSocket: Sendable {
             namespace.add(self, to: room, new: new)
             roomsChanged()
         case false?:
-            namespace.rejoined(self, room: room)
+            // A leave released meanwhile took it out (its rooms no longer name the room): it joins as new.
+            if !namespace.rejoined(self, room: room), !rooms.contains(room) { join(room, new: new) }
         case nil:
             break
         }
