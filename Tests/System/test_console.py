@@ -253,6 +253,47 @@ def test_a_whole_delivery_seen_by_the_customer_and_the_rider(cast, browsers, tmp
     rider.screenshot("delivered")
 
 
+# The customer's tracking panel (web/console/js/map.js) driven by a scripted `/tracking` socket: the answer to
+# `track` is let go only after a newer `location` came, as the server can order them (its socket is in the job's room
+# before the view is read).
+TRACKING_PANEL_SCRIPT = """
+const done = arguments[arguments.length - 1];
+(async () => {
+  const { TrackingPanel } = await import("./js/map.js");
+  const listeners = {};
+  let answer;
+  const tracking = {
+    on: (event, listener) => { listeners[event] = listener; },
+    emitWithAck: () => new Promise((resolve) => { answer = resolve; }),
+  };
+  const panel = new TrackingPanel(tracking, "job-1", { courierWord: "rider" });
+  document.body.append(panel.element);
+  const box = panel.element.querySelector("[data-test=tracking-map]");
+  const at = (lat, second) =>
+    ({ jobId: "job-1", lat, lng: 77.6, recordedAt: new Date(Date.UTC(2026, 10, 29, 12, 0, second)).toISOString() });
+  const started = panel.start();
+  listeners.location(at(12.93, 20));
+  answer({ jobId: "job-1", state: "live", version: 3, lastLocation: at(12.91, 10), lastUpdatedAt: at(0, 10).recordedAt,
+           destination: { lat: 12.95, lng: 77.62, label: "Home" } });
+  await started;
+  const afterAnswer = box.dataset.courierLat;
+  listeners.location(at(12.92, 15));
+  const afterOlder = box.dataset.courierLat;
+  listeners.location(at(12.94, 30));
+  return [afterAnswer, afterOlder, box.dataset.courierLat];
+})().then(done, (error) => done(`error: ${error}`));
+"""
+
+
+def test_the_tracking_map_never_moves_back_to_an_older_position(gateway, browser):
+    browser.get(gateway.url + "/console/")
+    find(browser, "#token")
+    after_answer, after_older, after_newer = browser.execute_async_script(TRACKING_PANEL_SCRIPT)
+    # The view's older position (recorded at :10) came after the newer one (:20), and so did one recorded at :15.
+    assert (after_answer, after_older) == ("12.930000", "12.930000")
+    assert after_newer == "12.940000"
+
+
 def test_location_denied_blocks_going_online_until_it_is_granted(cast, browser):
     """RDR-020 AC-001 (the screen, its message, Go to Settings, the toggle stays Offline), AC-005 (still denied: the
     screen stays) and AC-004 (granted: the screen goes by itself and the rider goes Online)."""

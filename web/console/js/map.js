@@ -77,6 +77,8 @@ export class TrackingPanel {
     this.jobId = jobId;
     this.courierWord = courierWord;
     this.view = null;
+    /** When the position shown (or waiting for the map) was recorded, in milliseconds. */
+    this.shownRecordedAt = -Infinity;
     this.message = el("p", { class: "tracking-message", "data-test": "tracking-message" });
     this.eta = el("p", { class: "eta", "data-test": "eta" });
     this.updated = el("p", { class: "muted", "data-test": "last-updated" });
@@ -162,7 +164,12 @@ export class TrackingPanel {
     this.map.fitBounds([at, this.destination.getLatLng()], { padding: [40, 40], maxZoom: 16, animate: false });
   }
 
+  /** Shows the courier at `position`, unless one recorded later is shown or waiting: the view answered to `track`
+   * can arrive after a newer `location` (the socket is in the job's room before its view is read). */
   move(position) {
+    const recordedAt = Date.parse(position.recordedAt);
+    if (recordedAt < this.shownRecordedAt) return;
+    if (Number.isFinite(recordedAt)) this.shownRecordedAt = recordedAt;
     this.lastUpdatedAt = position.recordedAt;
     // The map is still being made (its settings load): the latest position waits for it.
     this.waiting = this.map ? null : position;
