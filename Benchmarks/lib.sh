@@ -10,6 +10,7 @@ bench_pids=()
 # bench_build PRODUCT...: release builds (in .build-release, apart from the debug build).
 bench_build() {
     "$ROOT/deploy/local/setup.sh"
+    mkdir -p "$(dirname "$bench_runtime")"
     for product in "$@"; do
         (cd "$ROOT" && swift build -c release --scratch-path .build-release --product "$product" \
             >"$bench_runtime-build.log" 2>&1) || { cat "$bench_runtime-build.log" >&2; die "building $product failed"; }
