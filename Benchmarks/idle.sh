@@ -6,7 +6,7 @@
 #   KAFKA_PROPERTIES="fetch.wait.max.ms=100" make run
 set -euo pipefail
 seconds=${1:-30}
-pattern='tansu|postgres|nginx|order-service|chat-service|allocation-service|location-service|notification-service'
+pattern='broker_wake|tansu|postgres|nginx|order-service|chat-service|allocation-service|location-service|notification-service'
 [ -n "$(pgrep -f "$pattern" || true)" ] || { echo "nothing of the system runs: start it with make run" >&2; exit 1; }
 
 # pid, command name and CPU ticks (user + system) of each process of the system.
@@ -15,6 +15,7 @@ sample() {
         stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
         name=${stat#*(}
         name=${name%%)*}
+        grep -q broker_wake "/proc/$pid/cmdline" 2>/dev/null && name=broker-wake
         set -- ${stat##*) }
         echo "$pid $name $((${12} + ${13}))"
     done | sort

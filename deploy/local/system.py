@@ -39,6 +39,12 @@ SERVICES = {
     "notification-service": "NOTIFICATION_SERVICE",
 }
 
+# The broker's wake relay (broker_wake.py) answers a waiting fetch as soon as a record arrives, so consumers wait up
+# to FETCH_WAIT_MS at the broker as on Apache Kafka; without it (BROKER_WAKE=0) they keep the services' default for
+# Tansu alone, asking every 10 ms (docs/benchmarks.md, "Idle").
+BROKER_WAKE = os.environ.get("BROKER_WAKE", "1") != "0"
+FETCH_WAIT_MS = 500
+
 # The gateway's limits per client address, as in docker-compose.yml (deploy/gateway/gateway.conf.template). Local
 # clients (the demo, the system tests, the benchmarks) all come from 127.0.0.1, which is exempt; any other address,
 # e.g. 127.0.0.2, is limited.
@@ -179,9 +185,10 @@ class System:
         log(f"starting Postgres on 127.0.0.1:{self.profile.postgres_port}")
         subprocess.run([SCRIPTS / "postgres.sh", "start", self.runtime / "postgres", str(self.profile.postgres_port)],
                        check=True, env=self.postgres_environment())
-        log(f"starting the Tansu broker on 127.0.0.1:{self.profile.broker_port}")
-        subprocess.run([SCRIPTS / "broker.sh", "start", self.runtime / "broker", str(self.profile.broker_port)],
-                       check=True)
+        log(f"starting the Tansu broker on 127.0.0.1:{self.profile.broker_port}"
+            + (", behind its wake relay" if BROKER_WAKE else ""))
+        subprocess.run([SCRIPTS / "broker.sh", "start", self.runtime / "broker", str(self.profile.broker_port)]
+                       + (["--wake"] if BROKER_WAKE else []), check=True)
         self.public_key = subprocess.run(
             [self.bin / "devtoken", "--init-keys", "--key-dir", DEV_KEY_DIR],
             check=True, capture_output=True, text=True).stdout.strip()
@@ -234,6 +241,9 @@ class System:
             "DATABASE_URL": f"postgres://postgres@127.0.0.1:{self.profile.postgres_port}/delivery",
             "DATABASE_TLS": "disable",
             "KAFKA_BROKERS": f"127.0.0.1:{self.profile.broker_port}",
+            # KAFKA_PROPERTIES from the environment comes after the fetch wait, so it can set another.
+            "KAFKA_PROPERTIES": ";".join(filter(None, [f"fetch.wait.max.ms={FETCH_WAIT_MS}" if BROKER_WAKE else None,
+                                                       os.environ.get("KAFKA_PROPERTIES")])),
             "JWT_ISSUER": JWT_ISSUER, "JWT_AUDIENCE": JWT_AUDIENCE, "JWT_PUBLIC_KEY_FILE": self.public_key,
             "HTTP_HOST": "127.0.0.1", "HTTP_PORT": str(self.profile.port(name)),
             "LOG_LEVEL": os.environ.get("LOG_LEVEL", "info"),

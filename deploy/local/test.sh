@@ -26,9 +26,12 @@ PG_PORT=${TEST_PG_PORT:-15432}
 KAFKA_PORT=${TEST_KAFKA_PORT:-19092}
 runtime=$(runtime_dir test)
 
-# Brokers that tests start themselves on 19100-19199 and that outlived a test process that did not exit cleanly.
+# Brokers that tests start themselves on 19100-19199 and that outlived a test process that did not exit cleanly
+# (a broker behind its wake relay listens on a free port and advertises the relay's).
 stop_test_brokers() {
     pkill -f "tansu broker --listener-url tcp://127.0.0.1:191[0-9][0-9]" || true
+    pkill -f "tansu broker --listener-url tcp://127.0.0.1:[0-9]+ --advertised-listener-url tcp://127.0.0.1:191[0-9][0-9]" || true
+    pkill -f "broker_wake.py --listen 127.0.0.1:191[0-9][0-9]" || true
 }
 
 # Services, brokers and the gateway of a system-test run that was killed before its own teardown.
