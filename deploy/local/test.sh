@@ -29,7 +29,6 @@ runtime=$(runtime_dir test)
 # Brokers that tests start themselves on 19100-19199 and that outlived a test process that did not exit cleanly
 # (a broker behind its wake relay listens on a free port and advertises the relay's).
 stop_test_brokers() {
-    pkill -f "tansu broker --listener-url tcp://127.0.0.1:191[0-9][0-9]" || true
     pkill -f "tansu broker --listener-url tcp://127.0.0.1:[0-9]+ --advertised-listener-url tcp://127.0.0.1:191[0-9][0-9]" || true
     pkill -f "broker_wake.py --listen 127.0.0.1:191[0-9][0-9]" || true
 }
