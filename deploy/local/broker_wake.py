@@ -1,7 +1,7 @@
 """A Kafka-protocol relay in front of the local Tansu broker that answers a waiting fetch as soon as a record arrives.
 
-Tansu holds an empty fetch for its whole `max_wait_ms` and is not woken by a produce, so consumers had to ask every
-10 ms (`fetch.wait.max.ms=10`): about 28% of a core for the broker at rest (docs/benchmarks.md, "Idle"). Apache Kafka
+Tansu holds an empty fetch for much of its `max_wait_ms` and is not woken by a produce, so consumers had to ask every
+10 ms (`fetch.wait.max.ms=10`): 28-61% of a core for the broker at rest (docs/benchmarks.md, "Idle"). Apache Kafka
 wakes a waiting fetch when data arrives, which lets consumers wait 500 ms at no cost in latency. This relay gives
 the local broker that behaviour: every client talks to it (Tansu advertises the relay's address), it passes each
 request on in order, and it holds a Fetch while no produce has been answered since that connection's last fetch
