@@ -260,7 +260,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ServiceKitUnitTests",
-            dependencies: ["ServiceKit", "Kafka", "Contracts", "Realtime", "RealtimePlatform"],
+            dependencies: ["ServiceKit", "Kafka", "Contracts", "Realtime", "RealtimePlatform", "RealtimeTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

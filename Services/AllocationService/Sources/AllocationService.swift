@@ -58,7 +58,9 @@ package enum AllocationService: ServiceDefinition {
         // Fires offer deadlines, skips unreachable riders and retries orders nobody took; the deadlines are rows,
         // so they fire after a restart too.
         let deadlines = DeadlineScheduler(database: database, workflow: workflow, notifier: notifier)
-        platform.addPeriodicJob(every: settings.tick, failure: "allocation deadlines could not be checked") {
+        platform.addDueJob(
+            every: settings.tick, atLeastEvery: settings.idleTick, failure: "allocation deadlines could not be checked"
+        ) {
             try await deadlines.round()
         }
 

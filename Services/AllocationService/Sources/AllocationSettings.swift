@@ -25,8 +25,12 @@ package struct AllocationSettings: Sendable {
     /// when nobody was eligible.
     package var retryInitial: Duration
     package var retryMaximum: Duration
-    /// `ALLOCATION_TICK_MS`, default 250: how often deadlines and retries are checked.
+    /// `ALLOCATION_TICK_MS`, default 250: how often deadlines and retries are checked at most, and how soon after
+    /// activity (an event applied, a write request).
     package var tick: Duration
+    /// `ALLOCATION_IDLE_TICK_MS`, default 5000: how long a quiet instance goes without checking when no deadline
+    /// it knows of is due sooner (deadlines another instance wrote meanwhile, should it go away).
+    package var idleTick: Duration
     /// How long a rider's socket counts as connected without its instance refreshing it.
     package var presenceFreshness: Duration = .seconds(90)
     /// `RIDER_OFFLINE_WITHOUT_FIX_SECONDS`, default 300: an Online rider whose last precise fix is older is taken
@@ -45,6 +49,8 @@ package struct AllocationSettings: Sendable {
             "ALLOCATION_RETRY_INITIAL_MS", default: .seconds(2), in: 10...3_600_000)
         retryMaximum = try environment.seconds("ALLOCATION_RETRY_MAX_SECONDS", default: .seconds(60), in: 1...86_400)
         tick = try environment.milliseconds("ALLOCATION_TICK_MS", default: .milliseconds(250), in: 10...60_000)
+        idleTick = try environment.milliseconds(
+            "ALLOCATION_IDLE_TICK_MS", default: .seconds(5), in: 10...600_000)
         offlineWithoutFix = try environment.seconds(
             "RIDER_OFFLINE_WITHOUT_FIX_SECONDS", default: .seconds(300), in: 10...86_400)
     }

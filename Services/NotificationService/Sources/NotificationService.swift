@@ -34,7 +34,8 @@ package enum NotificationService: ServiceDefinition {
             name: "push-attempts", capacity: 10_000, concurrency: settings.concurrency, logger: platform.logger)
         platform.addService(attempts)
         let dispatcher = PushDispatcher(
-            workflow: workflow, database: database, providers: providers, attempts: attempts, logger: platform.logger)
+            workflow: workflow, database: database, providers: providers, attempts: attempts,
+            activity: platform.activity, logger: platform.logger)
         // Requests already fetched are accepted together: one transaction for up to `acceptBatch` of them.
         let requests = PushRequestConsumer(workflow: workflow, dispatcher: dispatcher)
         platform.addBatchConsumer(
@@ -43,9 +44,17 @@ package enum NotificationService: ServiceDefinition {
             try await requests.handle(events, on: connection)
         }
         // Retries whose time came, and deliveries whose instance went away mid-attempt.
-        platform.addPeriodicJob(every: settings.tick, failure: "could not look for due pushes") {
-            dispatcher.enqueue(
-                try await database.withConnection { try await workflow.due(limit: settings.concurrency * 4, on: $0) })
+        platform.addDueJob(
+            every: settings.tick, atLeastEvery: settings.idleTick, failure: "could not look for due pushes"
+        ) {
+            let (due, next) = try await database.withConnection { connection in
+                (
+                    try await workflow.due(limit: settings.concurrency * 4, on: connection),
+                    try await workflow.nextDue(on: connection)
+                )
+            }
+            dispatcher.enqueue(due)
+            return next.map { .seconds($0.timeIntervalSince(workflow.now())) }
         }
 
         let router = platform.makeRouter()

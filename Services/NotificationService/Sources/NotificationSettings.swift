@@ -29,14 +29,16 @@ package struct NotificationSettings: Sendable {
     package var apnsTokenRefresh: Duration
     /// `PUSH_TIMEOUT_MS` (10000) per provider call; `PUSH_MAX_ATTEMPTS` (5) per device; retries after
     /// `PUSH_RETRY_INITIAL_MS` (1000) doubling with jitter up to `PUSH_RETRY_MAX_SECONDS` (300), or the
-    /// provider's Retry-After; `PUSH_CONCURRENCY` (64) provider calls at once; `PUSH_TICK_MS` (250) between
-    /// looks for due retries; up to `PUSH_ACCEPT_BATCH` (128) requests accepted in one transaction.
+    /// provider's Retry-After; `PUSH_CONCURRENCY` (64) provider calls at once; `PUSH_TICK_MS` (250) at least
+    /// between looks for due retries, `PUSH_IDLE_TICK_MS` (5000) at most while none is due sooner; up to
+    /// `PUSH_ACCEPT_BATCH` (128) requests accepted in one transaction.
     package var timeout: Duration
     package var maximumAttempts: Int
     package var retryInitial: Duration
     package var retryMaximum: Duration
     package var concurrency: Int
     package var tick: Duration
+    package var idleTick: Duration
     package var acceptBatch: Int
     /// `MAX_DEVICES_PER_USER` (10): devices kept per user; registering another drops the least recently registered.
     package var maximumDevicesPerUser: Int
@@ -59,6 +61,7 @@ package struct NotificationSettings: Sendable {
         retryMaximum = try environment.seconds("PUSH_RETRY_MAX_SECONDS", default: .seconds(300), in: 1...86_400)
         concurrency = try environment.int("PUSH_CONCURRENCY", default: 64, in: 1...10_000)
         tick = try environment.milliseconds("PUSH_TICK_MS", default: .milliseconds(250), in: 10...60_000)
+        idleTick = try environment.milliseconds("PUSH_IDLE_TICK_MS", default: .seconds(5), in: 10...600_000)
         acceptBatch = try environment.int("PUSH_ACCEPT_BATCH", default: 128, in: 1...1_000)
         maximumDevicesPerUser = try environment.int(
             "MAX_DEVICES_PER_USER", default: DeviceRules.defaultMaximumDevicesPerUser, in: 1...100)

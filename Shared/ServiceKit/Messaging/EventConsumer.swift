@@ -52,6 +52,8 @@ package final class EventConsumer: Service, Sendable {
     private let configuration: KafkaConsumerConfiguration
     private let start: Start
     private let effect: Effect
+    /// Told once a batch's effects are done.
+    private let activity: Activity?
     private let wanted: @Sendable (DecodedEvent) -> Bool
     private let logger: Logger
     package let maximumAttempts = 5
@@ -73,11 +75,13 @@ package final class EventConsumer: Service, Sendable {
     ///     one at a time).
     ///   - wanted: whether the effect may act on an event; the others are skipped without a transaction (no inbox
     ///     row, no round trip). It may pass more than the effect acts on, never less.
+    ///   - activity: told once each batch's effects are done.
     package init(
         name: String, topics: [Topic], configuration: KafkaConsumerConfiguration, start: Start = .group,
         batchLimit: Int = 1, wanted: @escaping @Sendable (DecodedEvent) -> Bool = { _ in true }, effect: Effect,
-        logger: Logger
+        activity: Activity? = nil, logger: Logger
     ) {
+        self.activity = activity
         self.name = name
         self.topics = topics
         if case .direct = effect { self.batchLimit = 1 } else { self.batchLimit = max(batchLimit, 1) }
@@ -129,6 +133,7 @@ package final class EventConsumer: Service, Sendable {
     private func consume(_ consumer: KafkaConsumer) async throws {
         for try await batch in consumer.batches(limit: batchLimit) {
             guard await process(batch) else { return }
+            activity?.happened()
             guard case .group = start else { continue }
             var offsets: [KafkaTopicPartition: Int64] = [:]
             for message in batch {

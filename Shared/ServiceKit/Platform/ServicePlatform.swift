@@ -20,6 +20,8 @@ package struct ServicePlatform: Sendable {
     package let database: Database
     package let producer: KafkaProducer
     package let outbox: Outbox
+    /// Told of every event applied and every write request answered; ``DueJob``s wake on it.
+    package let activity = Activity()
     package let verifier: AccessTokenVerifier
     /// The time, for every decision that depends on it (deadlines, freshness); tests pass a clock they step.
     package let now: Now
@@ -111,7 +113,7 @@ package struct ServicePlatform: Sendable {
         addConsumer(
             EventConsumer(
                 name: name, topics: topics, configuration: consumerConfiguration(name: name), batchLimit: batchLimit,
-                wanted: wanted, effect: .transactional(database, handler), logger: logger
+                wanted: wanted, effect: .transactional(database, handler), activity: activity, logger: logger
             )
         )
     }
@@ -125,7 +127,7 @@ package struct ServicePlatform: Sendable {
         addConsumer(
             EventConsumer(
                 name: name, topics: topics, configuration: consumerConfiguration(name: name), wanted: wanted,
-                effect: .transactionalWithFollowUp(database, handler), logger: logger
+                effect: .transactionalWithFollowUp(database, handler), activity: activity, logger: logger
             )
         )
     }
@@ -139,7 +141,7 @@ package struct ServicePlatform: Sendable {
         addConsumer(
             EventConsumer(
                 name: name, topics: topics, configuration: consumerConfiguration(name: name), batchLimit: limit,
-                effect: .transactionalBatch(database, handler), logger: logger
+                effect: .transactionalBatch(database, handler), activity: activity, logger: logger
             )
         )
     }
@@ -179,6 +181,7 @@ package struct ServicePlatform: Sendable {
         router.add(middleware: InputCharactersMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.add(middleware: MetricsMiddleware())
+        router.add(middleware: ActivityMiddleware(activity: activity))
         HealthRoutes.add(to: router, service: configuration.serviceName, checks: readinessChecks)
         return router
     }

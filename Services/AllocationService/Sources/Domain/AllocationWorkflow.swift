@@ -232,6 +232,11 @@ package struct AllocationWorkflow: Sendable {
         return notices
     }
 
+    /// The earliest deadline a round acts on, as the round's transaction sees it; nil when there is none.
+    package func nextDeadline(on connection: PostgresConnection) async throws -> Date? {
+        try await store.nextDeadline(offlineWithoutFix: settings.offlineWithoutFix, on: connection)
+    }
+
     /// The database was unreachable: no round ran, and no rider's app could confirm an offer. Receipt deadlines
     /// that had not passed at the last round before the outage (on any instance) move by the time since, so a
     /// rider is never recorded unreachable for our outage. The deadline clock is locked first, so of the instances

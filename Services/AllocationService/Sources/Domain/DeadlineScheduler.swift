@@ -27,20 +27,24 @@ final class DeadlineScheduler: Sendable {
         self.notifier = notifier
     }
 
-    func round() async throws {
+    /// Runs one round; returns how long until the next deadline it knows of (nil for none).
+    func round() async throws -> Duration? {
         let failedBefore = databaseWasUnreachable.withLock { $0 }
         let asked = workflow.now()
+        let next: Date?
         do {
-            try await database.transaction { connection in
+            next = try await database.transaction { connection in
                 let waited = workflow.now().timeIntervalSince(asked)
                 let notices = try await workflow.runDeadlines(
                     afterOutage: failedBefore || waited > Self.outageEvidence.timeInterval, on: connection)
                 try await notifier.tell(notices, on: connection)
+                return try await workflow.nextDeadline(on: connection)
             }
         } catch {
             if Database.isUnavailable(error) { databaseWasUnreachable.withLock { $0 = true } }
             throw error
         }
         databaseWasUnreachable.withLock { $0 = false }
+        return next.map { .seconds($0.timeIntervalSince(workflow.now())) }
     }
 }

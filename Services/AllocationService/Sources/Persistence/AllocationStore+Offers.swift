@@ -121,6 +121,23 @@ extension AllocationStore {
         )
     }
 
+    /// The earliest of every deadline a round acts on (answer, receipt, retry, an Online rider's fix running out
+    /// after `offlineWithoutFix`); nil when there is none.
+    func nextDeadline(offlineWithoutFix: Duration, on connection: PostgresConnection) async throws -> Date? {
+        let rows = try await connection.queryWhileOpen(
+            """
+            SELECT least(
+                (SELECT min(expires_at) FROM offers WHERE status = \(OfferStatus.pending)),
+                (SELECT min(receipt_deadline) FROM offers WHERE status = \(OfferStatus.pending) AND received_at IS NULL),
+                (SELECT min(next_attempt_at) FROM allocations WHERE status = \(AllocationStatus.waiting)),
+                (SELECT min(coalesce(location_recorded_at, 'epoch')) FROM riders WHERE status = \(RiderStatus.online))
+                    + \(offlineWithoutFix.timeInterval) * interval '1 second')
+            """, logger: logger
+        )
+        for try await deadline in rows.decode(Date?.self) { return deadline }
+        return nil
+    }
+
     /// Records a deadline round at `now` on the deadline clock (which only moves forward).
     func recordDeadlineRound(at now: Date, on connection: PostgresConnection) async throws {
         try await connection.queryWhileOpen(

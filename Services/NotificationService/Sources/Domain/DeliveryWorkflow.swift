@@ -66,6 +66,11 @@ package struct DeliveryWorkflow: Sendable {
         try await store.due(now: now(), limit: limit, on: connection)
     }
 
+    /// When the next retry is due or the next lease runs out; nil when no delivery waits.
+    package func nextDue(on connection: PostgresConnection) async throws -> Date? {
+        try await store.nextDue(on: connection)
+    }
+
     /// Records attempts' outcomes: those the provider took together (a few statements however many), the others
     /// one by one.
     package func record(

@@ -15,6 +15,8 @@ package final class PushDispatcher: Sendable {
     let providers: [DevicePlatform: any PushProvider]
     let attempts: BackgroundTasks
     let logger: Logger
+    /// Told once an outcome is recorded (a retry may now be due).
+    let activity: Activity
     private let queued = Mutex<Set<Int64>>([])
     /// Leases for the attempts starting, taken together.
     private let leases: GroupedTransactions<Int64, (NotificationStore.Attempt, leasedAt: Date)?>
@@ -23,8 +25,9 @@ package final class PushDispatcher: Sendable {
 
     package init(
         workflow: DeliveryWorkflow, database: Database, providers: [DevicePlatform: any PushProvider],
-        attempts: BackgroundTasks, logger: Logger
+        attempts: BackgroundTasks, activity: Activity, logger: Logger
     ) {
+        self.activity = activity
         self.workflow = workflow
         self.database = database
         self.providers = providers
@@ -69,6 +72,7 @@ package final class PushDispatcher: Sendable {
     /// lost to a Postgres restart would have the provider called again once the lease ran out.
     private func record(_ attempt: NotificationStore.Attempt, outcome: PushOutcome, before deadline: Date) async throws
     {
+        defer { activity.happened() }
         if (try? await outcomes.run((attempt, outcome))) != nil { return }
         var backoff = Duration.milliseconds(100)
         while true {

@@ -128,6 +128,19 @@ package struct NotificationStore: Sendable {
         return ids
     }
 
+    /// The earliest `next_attempt_at` of a pending delivery or `leased_until` of one being sent; nil for none.
+    package func nextDue(on connection: PostgresConnection) async throws -> Date? {
+        let rows = try await connection.queryWhileOpen(
+            """
+            SELECT least(
+                (SELECT min(next_attempt_at) FROM deliveries WHERE status = 'pending'),
+                (SELECT min(leased_until) FROM deliveries WHERE status = 'sending'))
+            """, logger: logger
+        )
+        for try await due in rows.decode(Date?.self) { return due }
+        return nil
+    }
+
     /// Locks the notification: one outcome of it at a time, so the last of its devices sees the others' states.
     package func lockNotification(_ notificationId: String, on connection: PostgresConnection) async throws {
         try await connection.queryWhileOpen(
