@@ -106,8 +106,12 @@ package struct ServiceConfiguration: Sendable {
     }
 
     package struct OutboxSettings: Sendable {
-        /// `OUTBOX_POLL_INTERVAL_MS`, default 1000: the fallback when a NOTIFY was missed.
+        /// `OUTBOX_POLL_INTERVAL_MS`, default 1000: how often rows are looked for while some wait out a back-off
+        /// (a minute after the last failed publish, and the first minute of leading).
         package var pollInterval: Duration
+        /// `OUTBOX_IDLE_POLL_INTERVAL_MS`, default 30000: how often otherwise, the fallback should a NOTIFY be
+        /// missed (commits wake the relay at once).
+        package var idlePollInterval: Duration
         /// `OUTBOX_BATCH_SIZE`, default 500.
         package var batchSize: Int
         /// `OUTBOX_RETENTION_HOURS`, default 168: how long published rows are kept for inspection.
@@ -154,6 +158,9 @@ package struct ServiceConfiguration: Sendable {
         self.outbox = OutboxSettings(
             pollInterval: try environment.milliseconds(
                 "OUTBOX_POLL_INTERVAL_MS", default: .seconds(1), in: 10...60_000
+            ),
+            idlePollInterval: try environment.milliseconds(
+                "OUTBOX_IDLE_POLL_INTERVAL_MS", default: .seconds(30), in: 10...3_600_000
             ),
             batchSize: try environment.int("OUTBOX_BATCH_SIZE", default: 500, in: 1...10_000),
             retention: .seconds(3600 * (try environment.int("OUTBOX_RETENTION_HOURS", default: 168, in: 1...8760)))

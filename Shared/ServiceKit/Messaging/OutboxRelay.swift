@@ -5,6 +5,7 @@ import Logging
 import Metrics
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 
 // The relay and what only it uses: the prepared statements it runs and the error it starts over on.
 
@@ -23,6 +24,10 @@ package final class OutboxRelay: Service, Sendable {
     private let failures = Counter(label: "outbox_publish_failures_total")
     private let deadLetters = Counter(label: "outbox_dead_letters_total")
     private let lag = Timer(label: "outbox_publish_lag_seconds")
+    /// When a publish last failed (or this instance began to lead): rows in back-off are polled for until a
+    /// ``retryingWindow`` later, longer than the longest back-off.
+    private let lastFailure = Mutex(ContinuousClock.now)
+    private static let retryingWindow: Duration = .seconds(60)
 
     package init(
         database: Database, producer: KafkaProducer, outbox: Outbox, settings: ServiceConfiguration.OutboxSettings,
@@ -97,9 +102,14 @@ package final class OutboxRelay: Service, Sendable {
                 if Task.isCancelled { throw CancellationError() }
                 throw NotificationsLost(reason: "the notification sequence ended")
             }
+            lastFailure.withLock { $0 = .now }
             group.addTask { [settings] in
+                var lastPoll = ContinuousClock.now
                 while true {
                     try await Task.sleep(for: settings.pollInterval)
+                    let retrying = self.lastFailure.withLock { .now - $0 < Self.retryingWindow }
+                    guard retrying || .now - lastPoll >= settings.idlePollInterval else { continue }
+                    lastPoll = .now
                     wake.yield()
                 }
             }
@@ -184,6 +194,7 @@ package final class OutboxRelay: Service, Sendable {
             }
             published.increment(by: publishedIds.count)
             failures.increment(by: failed.count)
+            if !failed.isEmpty { lastFailure.withLock { $0 = .now } }
             if let first = failed.first(where: { $0.row.attempts == 0 }) {
                 logger.warning(
                     "outbox rows not acknowledged; each waits out its back-off, holding only its key",
