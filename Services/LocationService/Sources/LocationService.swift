@@ -49,7 +49,11 @@ package enum LocationService: ServiceDefinition {
         platform.addStreamConsumer(name: "location-positions", topics: [.couriersPositions]) { event in
             learned.handle(event)
         }
-        platform.addPeriodicJob(every: settings.tick, failure: "could not check tracked jobs") { try await hub.tick() }
+        // Every second while jobs are tracked or positions arrive (any instance's: how this one learns of a job
+        // another started), else every `TRACKING_IDLE_TICK_MS`.
+        platform.addDueJob(
+            every: settings.tick, atLeastEvery: settings.idleTick, failure: "could not check tracked jobs"
+        ) { try await hub.tick() }
 
         let router = platform.makeRouter()
         let api = router.group("v1").add(middleware: platform.authentication)

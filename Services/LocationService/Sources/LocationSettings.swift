@@ -9,8 +9,11 @@ package struct LocationSettings: Sendable {
     package var staleAfter: Duration
     /// `TRACKING_MAX_SECONDS`, default 14400 (4 h): travel mode (and a delivery's tracking) ends by itself then.
     package var maximumTracking: Duration
-    /// `TRACKING_TICK_MS`, default 1000: how often staleness and the time limit are checked.
+    /// `TRACKING_TICK_MS`, default 1000: how often staleness and the time limit are checked while jobs are tracked
+    /// or positions arrive.
     package var tick: Duration
+    /// `TRACKING_IDLE_TICK_MS`, default 5000: how often otherwise.
+    package var idleTick: Duration
     /// `POSITION_RATE_PER_SECOND` (default 5) and `POSITION_RATE_BURST` (default 20): per courier.
     package var positionRate: Double
     package var positionBurst: Int
@@ -49,6 +52,7 @@ package struct LocationSettings: Sendable {
         staleAfter = try environment.seconds("TRACKING_STALE_AFTER_SECONDS", default: .seconds(30), in: 1...3600)
         maximumTracking = try environment.seconds("TRACKING_MAX_SECONDS", default: .seconds(4 * 3600), in: 1...86_400)
         tick = try environment.milliseconds("TRACKING_TICK_MS", default: .seconds(1), in: 50...60_000)
+        idleTick = try environment.milliseconds("TRACKING_IDLE_TICK_MS", default: .seconds(5), in: 50...600_000)
         positionRate = try environment.double("POSITION_RATE_PER_SECOND", default: 5, in: 0.1...1000)
         positionBurst = try environment.int("POSITION_RATE_BURST", default: 20, in: 1...10_000)
         publishInterval = try environment.seconds(

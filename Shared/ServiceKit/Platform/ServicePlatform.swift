@@ -159,7 +159,8 @@ package struct ServicePlatform: Sendable {
             EventConsumer(
                 name: name, topics: topics,
                 configuration: consumerConfiguration(name: "\(name).\(UUID().uuidString.lowercased())"),
-                start: .eachInstance(replay: replay, now: { now() }), effect: .direct(handler), logger: logger)
+                start: .eachInstance(replay: replay, now: { now() }), effect: .direct(handler), activity: activity,
+                logger: logger)
         )
     }
 

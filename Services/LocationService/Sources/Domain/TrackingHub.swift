@@ -334,8 +334,10 @@ package final class TrackingHub: Sendable {
     private func track(_ job: TrackingJob) { tracked.withLock { $0.track(job) } }
 
     /// One round of the hub's housekeeping: reloads the tracked jobs, marks silent ones stale, refreshes ETAs
-    /// that are `ETA_REFRESH_SECONDS` old, ends those past the time limit.
-    package func tick() async throws {
+    /// that are `ETA_REFRESH_SECONDS` old, ends those past the time limit. Returns when the next is due while jobs
+    /// are tracked, nil while none is.
+    @discardableResult
+    package func tick() async throws -> Duration? {
         let readAt = tracked.withLock { $0.generation }
         let jobs = try await database.withConnection { try await workflow.trackedJobs(on: $0) }
         tracked.withLock { $0.reload(jobs, readAt: readAt) }
@@ -359,5 +361,6 @@ package final class TrackingHub: Sendable {
         }
         await after(ended)
         book.forget(before: now - .seconds(3600))
+        return jobs.isEmpty ? nil : settings.tick
     }
 }
