@@ -27,7 +27,7 @@ package final class OutboxRelay: Service, Sendable {
     /// When a publish last failed (or this instance began to lead): rows in back-off are polled for until a
     /// ``retryingWindow`` later, longer than the longest back-off.
     private let lastFailure = Mutex(ContinuousClock.now)
-    private static let retryingWindow: Duration = .seconds(60)
+    private static let retryingWindow = OutboxRound.maximumBackoff * 2
 
     package init(
         database: Database, producer: KafkaProducer, outbox: Outbox, settings: ServiceConfiguration.OutboxSettings,

@@ -64,11 +64,16 @@ struct OutboxRound: Sendable, Equatable {
         }
     }
 
+    /// The longest a failed row waits before its next attempt.
+    static let maximumBackoff: Duration = .seconds(30)
+
     /// What `failure` does next: a dead letter once refused for good ``permanentFailureAttempts`` times, otherwise
-    /// a retry after a back-off of 0.5 s doubling with each earlier attempt, at most 30 s.
+    /// a retry after a back-off of 0.5 s doubling with each earlier attempt, at most ``maximumBackoff``.
     static func step(after failure: Failure) -> Step {
         let attempts = failure.row.attempts + 1
         if failure.isPermanent, attempts >= permanentFailureAttempts { return .deadLetter(attempts: attempts) }
-        return .retry(attempts: attempts, backoffMilliseconds: min(500 << min(failure.row.attempts, 6), 30_000))
+        return .retry(
+            attempts: attempts,
+            backoffMilliseconds: min(500 << min(failure.row.attempts, 6), Int(maximumBackoff.milliseconds)))
     }
 }
