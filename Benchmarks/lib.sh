@@ -4,12 +4,23 @@ source "$(dirname "${BASH_SOURCE[0]}")/../deploy/local/common.sh"
 bench_runtime=$(runtime_dir bench)
 bench_pg_port=${BENCH_PG_PORT:-25532}
 bench_kafka_port=${BENCH_KAFKA_PORT:-29192}
-bench_bin="$ROOT/.build-release/release"
+# BENCH_BIN=DIR runs the release binaries in DIR instead (copies of another build, for a side-by-side comparison), and
+# builds nothing.
+bench_bin=${BENCH_BIN:-"$ROOT/.build-release/release"}
 bench_pids=()
+# The broker runs as `make run` and the tests run it: Tansu behind its wake relay (deploy/local/broker_wake.py), which
+# holds a fetch until a record arrives in a partition it reads, as Apache Kafka does; so the services' and generators'
+# consumers wait up to 5 s per fetch (KAFKA_PROPERTIES, which the environment may extend). BENCH_BROKER_WAKE=0 runs
+# Tansu alone, every consumer asking every 10 ms.
+bench_broker_wake=${BENCH_BROKER_WAKE:-1}
+if [ "$bench_broker_wake" = 1 ]; then
+    export KAFKA_PROPERTIES="fetch.wait.max.ms=5000${KAFKA_PROPERTIES:+;$KAFKA_PROPERTIES}"
+fi
 
 # bench_build PRODUCT...: release builds (in .build-release, apart from the debug build).
 bench_build() {
     "$ROOT/deploy/local/setup.sh"
+    [ -z "${BENCH_BIN:-}" ] || return 0
     mkdir -p "$(dirname "$bench_runtime")"
     for product in "$@"; do
         (cd "$ROOT" && swift build -c release --scratch-path .build-release --product "$product" \
@@ -29,7 +40,8 @@ bench_cleanup() {
 bench_infrastructure() {
     trap bench_cleanup EXIT
     "$ROOT/deploy/local/postgres.sh" start "$bench_runtime/postgres" "$bench_pg_port"
-    "$ROOT/deploy/local/broker.sh" start "$bench_runtime/broker" "$bench_kafka_port"
+    "$ROOT/deploy/local/broker.sh" start "$bench_runtime/broker" "$bench_kafka_port" \
+        $([ "$bench_broker_wake" = 1 ] && echo --wake)
     bench_public_key=$("$bench_bin/devtoken" --init-keys --key-dir "$DEV_KEY_DIR")
 }
 

@@ -78,8 +78,12 @@ struct AllocationLoad: AsyncParsableCommand {
         let url = http.replacingOccurrences(of: "http://", with: "ws://") + "/socket.io/?EIO=4&transport=websocket"
         let consumer = try KafkaConsumer(
             configuration: {
+                // KAFKA_PROPERTIES as the services read it (Benchmarks/lib.sh sets the fetch wait for the relay).
                 var configuration = KafkaConsumerConfiguration(
-                    client: KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "allocation-load"),
+                    client: KafkaClientConfiguration(
+                        bootstrapServers: [kafka], clientId: "allocation-load",
+                        additionalProperties: try ServiceEnvironment(ProcessInfo.processInfo.environment)
+                            .keyValuePairs("KAFKA_PROPERTIES")),
                     groupId: "allocation-load-\(run)"
                 )
                 configuration.autoOffsetReset = .latest

@@ -41,7 +41,11 @@ struct RecoveryLoad: AsyncParsableCommand {
         let issuer = try TokenIssuer.loadOrCreate(
             directory: URL(fileURLWithPath: keyDir), issuer: "https://auth.delivery.local",
             audience: "delivery-platform")
-        let client = KafkaClientConfiguration(bootstrapServers: [kafka], clientId: "recovery-load")
+        // KAFKA_PROPERTIES as the services read it (Benchmarks/lib.sh sets the fetch wait for the broker's relay).
+        let client = KafkaClientConfiguration(
+            bootstrapServers: [kafka], clientId: "recovery-load",
+            additionalProperties: try ServiceEnvironment(ProcessInfo.processInfo.environment).keyValuePairs(
+                "KAFKA_PROPERTIES"))
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: client), logger: logger)
         let run = UUID().uuidString.prefix(8).lowercased()
         let chatURLs = chat.split(separator: ",").map(String.init)
