@@ -639,16 +639,22 @@ enum ReadSession: PreparedStatementText {
         """
 }
 
-/// Claims session $1 as generation $2 for owner $3 at $4 with rooms $5, if generation $2 - 1 is stored, and tells
-/// channel $6 as the claim commits; a row comes back if it was claimed.
+/// Claims session $1 as generation $2 for owner $3 at $4 with rooms $5, if generation $2 - 1 is stored; a row comes
+/// back if it was claimed. Where another owner stored it connected (its socket may still be open there), tells channel
+/// $6 as the claim commits. Where it was stored disconnected, its socket is gone and nobody is told: a notification
+/// takes Postgres's one lock for notifying commits, and most reconnects follow a drop their server saw.
 enum ClaimSession: PreparedStatementText {
     static let sql = """
-        WITH claimed AS (
+        WITH previous AS (
+            SELECT state, owner FROM realtime_sessions WHERE pid = $1::text AND generation = $2::integer - 1
+        ), claimed AS (
             UPDATE realtime_sessions SET generation = $2::integer, owner = $3::text, state = 'connected',
                 changed_at = $4::timestamptz, rooms = $5::jsonb
             WHERE pid = $1::text AND generation = $2::integer - 1
             RETURNING pid
         )
-        SELECT pg_notify($6::text, concat_ws(E'\\t', 's', pid, $2::text, $3::text)) FROM claimed
+        SELECT CASE WHEN coalesce(previous.state <> 'disconnected' AND previous.owner <> $3::text, true)
+            THEN pg_notify($6::text, concat_ws(E'\\t', 's', claimed.pid, $2::text, $3::text)) END
+        FROM claimed LEFT JOIN previous ON true
         """
 }

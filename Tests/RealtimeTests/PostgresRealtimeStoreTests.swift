@@ -345,7 +345,7 @@ struct PostgresRealtimeStoreTests {
             let store = Self.store(database)
             let session = StoredSession(
                 pid: uniqueName("pid"), namespace: "/chat", sid: "sid", userId: "u1",
-                rooms: ["sid": .start, "order:1": StreamPosition(epoch: "e1", offset: 4)], state: .disconnected,
+                rooms: ["sid": .start, "order:1": StreamPosition(epoch: "e1", offset: 4)], state: .connected,
                 generation: 3, owner: "old",
                 changedAt: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded()))
             try await store.save(session)
@@ -371,6 +371,43 @@ struct PostgresRealtimeStoreTests {
                 // The old owner's late write changes nothing.
                 try await store.save(session)
                 #expect(try await store.session(pid: session.pid)?.generation == 4)
+            }
+        }
+    }
+
+    @Test("a claim tells nobody where its session was stored disconnected or by the claimer, else it does")
+    func claimNotices() async throws {
+        try await withTestDatabase { database in
+            let store = Self.store(database)
+            try await Self.following(store) { notices in
+                let claims: [(stored: StoredSession.State, owner: String, told: Bool)] = [
+                    (.disconnected, "old", false), (.disconnected, "new", false), (.connected, "old", false),
+                    (.connected, "new", true),
+                ]
+                for (index, claim) in claims.enumerated() {
+                    let session = StoredSession(
+                        pid: uniqueName("pid"), namespace: "/chat", sid: "sid-\(index)", userId: "u1",
+                        rooms: ["sid-\(index)": .start], state: claim.stored, generation: 1, owner: "old",
+                        changedAt: Date())
+                    try await store.save(session)
+                    var next = session
+                    next.generation = 2
+                    next.owner = claim.owner
+                    next.state = .connected
+                    #expect(try await store.claim(next))
+                    // A mark comes back behind every notice of what committed before it.
+                    let mark = uniqueName("mark")
+                    try await store.mark(mark)
+                    try await eventually(timeout: .seconds(5), "the mark") {
+                        notices.withLock { $0.contains { if case .mark(mark) = $0 { true } else { false } } }
+                    }
+                    let told = notices.withLock { received in
+                        received.contains {
+                            if case .sessionClaimed(session.pid, 2, claim.owner) = $0 { true } else { false }
+                        }
+                    }
+                    #expect(told == claim.told, "stored \(claim.stored) by old, claimed by \(claim.owner)")
+                }
             }
         }
     }

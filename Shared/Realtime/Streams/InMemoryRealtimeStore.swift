@@ -163,14 +163,15 @@ public final class InMemoryRealtimeStore: RealtimeStore {
         state.withLock { $0.sessions[pid] }
     }
 
-    /// Stores `session` if the store holds the generation before it, and tells every follower; false when it holds no
-    /// session `pid` or another claim of this generation came first.
+    /// Stores `session` if the store holds the generation before it, and tells every follower if another owner held
+    /// it connected; false when it holds no session `pid` or another claim of this generation came first.
     public func claim(_ session: StoredSession) async throws -> Bool {
         state.withLock { state in
             guard let held = state.sessions[session.pid], held.generation == session.generation - 1 else {
                 return false
             }
             state.sessions[session.pid] = session
+            guard held.state == .connected, held.owner != session.owner else { return true }
             let notice = RealtimeNotice.sessionClaimed(
                 pid: session.pid, generation: session.generation, owner: session.owner)
             for follower in state.followers.values { follower([notice]) }

@@ -42,8 +42,9 @@ public protocol RealtimeStore: Sendable {
     func session(pid: String) async throws -> StoredSession?
 
     /// Claims `session` (whose generation is the next one) for its owner: true for the one claim of that
-    /// generation that succeeds, which tells every server (``RealtimeNotice/sessionClaimed(pid:generation:owner:)``):
-    /// the one holding an older generation lets its socket go.
+    /// generation that succeeds. Where another owner stored the session connected, the claim tells every server
+    /// (``RealtimeNotice/sessionClaimed(pid:generation:owner:)``): the one holding an older generation lets its socket
+    /// go. A session stored disconnected has no socket left to let go, and the claim tells nobody.
     func claim(_ session: StoredSession) async throws -> Bool
 
     /// Hands over the store's notices in the order their changes committed, until cancelled. Calls `ready` once
