@@ -3,7 +3,8 @@
 # then `recovery-load`: ROOMS chat rooms (2 clients each) and RIDERS rider clients, every client dropped DROPS times
 # at random while chat messages and offers stream, reconnecting to either instance with its pid and last offset.
 # BENCH_HOST_PROBE=1 sets apart the reconnects that met one of the host's slow episodes (Benchmarks/host.py).
-#   [BENCH_HOST_PROBE=1] Benchmarks/recovery.sh [ROOMS] [RIDERS] [DROPS] [SECONDS]
+#   [BENCH_HOST_PROBE=1] Benchmarks/recovery.sh [ROOMS] [RIDERS] [DROPS] [SECONDS] [--timeline]
+# --timeline prints each second's reconnect latencies.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rooms=${1:-500}
@@ -20,7 +21,7 @@ bench_host_probe
 "$bench_bin/recovery-load" --kafka "127.0.0.1:$bench_kafka_port" --key-dir "$DEV_KEY_DIR" \
     --chat "ws://127.0.0.1:18182/socket.io/?EIO=4&transport=websocket,ws://127.0.0.1:18192/socket.io/?EIO=4&transport=websocket" \
     --allocation "http://127.0.0.1:18183,http://127.0.0.1:18193" \
-    --rooms "$rooms" --riders "$riders" --drops "$drops" --seconds "$seconds"
+    --rooms "$rooms" --riders "$riders" --drops "$drops" --seconds "$seconds" ${5:+"$5"}
 bench_host_report
 echo "reconnects not recovered, by reason (each instance's /metrics):"
 for port in 18182 18192 18183 18193; do

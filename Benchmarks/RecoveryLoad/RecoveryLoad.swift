@@ -32,6 +32,7 @@ struct RecoveryLoad: AsyncParsableCommand {
     @Option(help: "Chat messages per second.") var messageRate = 100
     @Option(help: "Orders ready per second.") var orderRate = 4
     @Option(help: "The dev key pair that signs tokens the services accept.") var keyDir = ".local/dev-keys"
+    @Flag(help: "Print each second's reconnect latencies (by when the reconnects began).") var timeline = false
 
     static let centre = (lat: 12.97, lng: 77.59)
 
@@ -217,6 +218,13 @@ struct RecoveryLoad: AsyncParsableCommand {
             """)
         if let report = stats.recoveryTimes.hostEpisodesReport("reconnects", origin: 0, window: streamingBoottime) {
             print(report)
+        }
+        if timeline {
+            let start = Date(timeIntervalSinceNow: streamStartBoottime - HostEpisodes.now())
+            print("each second from the streaming's start, \(start)")
+            for (second, samples) in stats.recoveryTimes.bySecond() {
+                print("  second \(second - Int(streamStartBoottime)): \(samples.summary())")
+            }
         }
     }
 }
