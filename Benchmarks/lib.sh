@@ -8,11 +8,12 @@ bench_kafka_port=${BENCH_KAFKA_PORT:-29192}
 # builds nothing.
 bench_bin=${BENCH_BIN:-"$ROOT/.build-release/release"}
 bench_pids=()
-# The broker runs as `make run` and the tests run it: Tansu behind its wake relay (deploy/local/broker_wake.py), which
-# holds a fetch until a record arrives in a partition it reads, as Apache Kafka does; so the services' and generators'
-# consumers wait up to 5 s per fetch (KAFKA_PROPERTIES, which the environment may extend). BENCH_BROKER_WAKE=0 runs
-# Tansu alone, every consumer asking every 10 ms.
-bench_broker_wake=${BENCH_BROKER_WAKE:-1}
+# The broker: Tansu alone, every consumer asking every 10 ms. BENCH_BROKER_WAKE=1 puts it behind its wake relay, as
+# `make run` and the tests run it (deploy/local/broker_wake.py: a fetch is held until a record arrives in a partition
+# it reads, as on Apache Kafka), and the services' and generators' consumers then wait up to 5 s per fetch
+# (KAFKA_PROPERTIES, which the environment may extend). Where consumers of quiet topics run beside busy ones the relay
+# saves the broker's CPU; on one busy topic it only adds its own (docs/benchmarks.md, "Recovery" and "Notification").
+bench_broker_wake=${BENCH_BROKER_WAKE:-0}
 if [ "$bench_broker_wake" = 1 ]; then
     export KAFKA_PROPERTIES="fetch.wait.max.ms=5000${KAFKA_PROPERTIES:+;$KAFKA_PROPERTIES}"
 fi
