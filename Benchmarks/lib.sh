@@ -21,8 +21,8 @@ fi
 # bench_build PRODUCT...: release builds (in .build-release, apart from the debug build).
 bench_build() {
     "$ROOT/deploy/local/setup.sh"
-    [ -z "${BENCH_BIN:-}" ] || return 0
     mkdir -p "$(dirname "$bench_runtime")"
+    [ -z "${BENCH_BIN:-}" ] || return 0
     for product in "$@"; do
         (cd "$ROOT" && swift build -c release --scratch-path .build-release --product "$product" \
             >"$bench_runtime-build.log" 2>&1) || { cat "$bench_runtime-build.log" >&2; die "building $product failed"; }
