@@ -116,6 +116,7 @@ struct ChatLoad: AsyncParsableCommand {
                 print(report)
             }
             if timeline {
+                print("each second of the load's clock (by when the messages were sent), from \(LoadClock.originDate)")
                 for (second, samples) in deliveries.bySecond() { print("  second \(second): \(samples.summary())") }
             }
             // Join with history again, steady state: 50 joins a second from connected sockets.
