@@ -97,7 +97,9 @@ struct LocationHarness: Sendable {
     static func getStepped() async throws -> LocationHarness { try await stepped.get() }
 
     /// Runs a scenario of location_scenarios.py around a fresh spot with fresh users and jobs.
-    func scenario(_ name: String) async throws -> (result: JSONValue, config: [String: String]) {
+    func scenario(_ name: String, extra: [String: String] = [:]) async throws
+        -> (result: JSONValue, config: [String: String])
+    {
         let spot = TestSpot()
         var config = [
             "url": client.baseURL, "brokers": broker.address, "clockUrl": clockURL,
@@ -117,6 +119,7 @@ struct LocationHarness: Sendable {
             config["\(name)Id"] = userId
             config["\(name)Token"] = try await TestAuth.token(userId, role, name: name.capitalized)
         }
+        config.merge(extra) { _, new in new }
         let json = String(decoding: try JSONEncoder().encode(config), as: UTF8.self)
         return (try await runPythonScenario("python/location_scenarios.py", [name, json]), config)
     }
@@ -273,6 +276,29 @@ struct LocationServiceTests {
             try await client.post("/v1/tracking/\(UUID())/travel-mode", token: customer, raw: #"{"active":true}"#)
                 .status == 403)
         #expect(try await client.post("/v1/couriers/me/positions", token: technician, raw: "[").status == 400)
+    }
+
+    @Test("a job turned live on one instance gets the positions another instance takes at once, not at its next tick")
+    func jobStartedOnAnotherInstance() async throws {
+        let shared = try await LocationHarness.get()
+        let schema = uniqueName("location")
+        var settings = shared.settings
+        // Neither instance reloads its tracked jobs by itself during the test: only the change's notice can tell
+        // the second one.
+        settings["TRACKING_TICK_MS"] = "60000"
+        settings["TRACKING_IDLE_TICK_MS"] = "600000"
+        let first = try await startSuiteService(
+            LocationService.self, schema: schema, brokers: shared.broker.address, extra: settings)
+        let second = try await startSuiteService(
+            LocationService.self, schema: schema, brokers: shared.broker.address, extra: settings)
+        let pair = LocationHarness(
+            client: first, schema: schema, broker: shared.broker, osrm: shared.osrm, settings: settings,
+            clockURL: shared.clockURL)
+        let (result, _) = try await pair.scenario("another_instance", extra: ["otherUrl": second.baseURL])
+        #expect(result["travel_mode_on"]?["body"]?["state"]?.stringValue == "live", "\(result)")
+        #expect(result["position"]?["accepted"] == .bool(true), "\(result)")
+        let shown = result["location"]?.arrayValue ?? []
+        #expect(!shown.isEmpty && shown.allSatisfy { $0 == .bool(true) }, "no position reached the watcher: \(result)")
     }
 }
 

@@ -37,6 +37,26 @@ struct TrackingLogicTests {
         #expect(tracked.jobs(of: "courier-1").isEmpty)
     }
 
+    @Test("a job learned from a notice is new once, outlives an older reload, and yields to a newer change here")
+    func trackedJobsLearnAnotherInstancesJob() {
+        var tracked = TrackedJobs()
+        var live = Self.job(.delivery)
+        live.state = .live
+
+        let reloadStarted = tracked.generation
+        #expect(tracked.learn([live], readAt: tracked.generation) == [live], "a job not tracked before is new")
+        #expect(tracked.learn([live], readAt: tracked.generation).isEmpty, "told again: nothing new")
+        tracked.reload([], readAt: reloadStarted)
+        #expect(tracked.jobs(of: "courier-1") == [live], "a reload whose query started earlier dropped it")
+
+        var ended = live
+        ended.state = .ended
+        let readAt = tracked.generation
+        tracked.track(ended)
+        #expect(tracked.learn([live], readAt: readAt).isEmpty)
+        #expect(tracked.jobs(of: "courier-1").isEmpty, "a read older than the job's end here tracked it again")
+    }
+
     @Test("a tracked job moves with its courier and leaves when it stops sharing the location, among 5,000 others")
     func trackedJobsFollowTheirCourier() {
         var tracked = TrackedJobs()

@@ -21,9 +21,10 @@ package enum LocationService: ServiceDefinition {
     {
         var platform = platform
         let settings = try LocationSettings(environment: environment)
-        let workflow = TrackingWorkflow(
-            settings: settings, outbox: platform.outbox, now: platform.now, logger: platform.logger)
         let realtime = try await platform.makeRealtimeServer(environment: environment)
+        let workflow = TrackingWorkflow(
+            settings: settings, schema: platform.database.schema, instanceId: realtime.instanceId,
+            outbox: platform.outbox, now: platform.now, logger: platform.logger)
         let tracking = realtime.namespace("/tracking")
         tracking.requireToken(platform.verifier, roles: [.customer, .rider, .technician])
         let eta = EtaCoordinator(
@@ -49,6 +50,10 @@ package enum LocationService: ServiceDefinition {
         platform.addStreamConsumer(name: "location-positions", topics: [.couriersPositions]) { event in
             learned.handle(event)
         }
+        platform.addService(
+            TrackedJobsFollower(
+                hub: hub, database: platform.database, channel: workflow.jobsChannel, instanceId: workflow.instanceId,
+                logger: platform.logger))
         // Every second while jobs are tracked or positions arrive (any instance's: how this one learns of a job
         // another started), else every `TRACKING_IDLE_TICK_MS`.
         platform.addDueJob(

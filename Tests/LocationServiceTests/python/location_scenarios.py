@@ -3,7 +3,7 @@
 Jobs' lifecycles arrive on orders.events as the order service publishes them (the scenarios produce those events).
 Every scenario happens around its own random spot (config lat, lng). Each prints one JSON object with what the
 clients saw. Staleness and the time limit pass by stepping the service's clock (config clockUrl), never by waiting.
-  location_scenarios.py delivery|service|eta_failure|validation|time_limit|eta_refresh CONFIG_JSON
+  location_scenarios.py delivery|service|eta_failure|validation|time_limit|eta_refresh|another_instance CONFIG_JSON
 """
 import json
 import os
@@ -112,8 +112,9 @@ def delivery(config):
     print(json.dumps(result))
 
 
-def service(config):
-    result = {}
+def on_the_way(config, result):
+    """A visit assigned to the technician and on its way, its customer watching (config url): the requests, the
+    job's id and the watcher; what the customer saw goes into result."""
     requests_ = ServiceRequests(config, address(config, 2, "12 Temple Road"))
     job = config["requestId"]
     requests_.created()
@@ -122,6 +123,12 @@ def service(config):
     result["assigned"] = customer.track_when_known(job)
     requests_.status("OnTheWay", config["technicianId"], "Tara")
     result["waiting"] = customer.wait_state("waiting_for_travel_mode")
+    return requests_, job, customer
+
+
+def service(config):
+    result = {}
+    requests_, job, customer = on_the_way(config, result)
     technician = Courier(config, config["technicianToken"])
     other = Courier(config, config["otherTechnicianToken"])
     result["other_travel_mode"] = other.rest("POST", f"/v1/tracking/{job}/travel-mode", {"active": True})
@@ -162,6 +169,24 @@ def service(config):
     result["states"] = customer.states()
     result["events"] = tracking_events(config, job, lambda found: len(found) >= 4)
     for client in (customer, technician, other):
+        client.close()
+    print(json.dumps(result))
+
+
+def another_instance(config):
+    """Travel mode goes on through one instance (config url, where the customer watches) and the technician's
+    position goes to another (config otherUrl) as soon as the visit is live; neither instance reloads its jobs by
+    itself meanwhile, so the second knows the visit is live only from the change's notice."""
+    result = {}
+    _, job, customer = on_the_way(config, result)
+    technician = Courier(dict(config, url=config["otherUrl"]), config["technicianToken"])
+    result["travel_mode_on"] = Courier(config, config["technicianToken"]).rest(
+        "POST", f"/v1/tracking/{job}/travel-mode", {"active": True})
+    result["live"] = customer.wait_state("live")
+    result["position"] = technician.send(config["lat"], config["lng"])
+    result["location"] = [abs(location["lat"] - config["lat"]) < 1e-7 and abs(location["lng"] - config["lng"]) < 1e-7
+                          for location in customer.wait_for("location", 1, 5)]
+    for client in (customer, technician):
         client.close()
     print(json.dumps(result))
 
@@ -278,4 +303,4 @@ if __name__ == "__main__":
     settings = json.loads(sys.argv[2])
     settings["lat"], settings["lng"] = float(settings["lat"]), float(settings["lng"])
     {"delivery": delivery, "service": service, "eta_failure": eta_failure, "validation": validation,
-     "time_limit": time_limit, "eta_refresh": eta_refresh}[sys.argv[1]](settings)
+     "time_limit": time_limit, "eta_refresh": eta_refresh, "another_instance": another_instance}[sys.argv[1]](settings)

@@ -34,6 +34,18 @@ package struct TrackedJobs: Sendable {
         for job in byId.values { place(job) }
     }
 
+    /// Jobs of one courier as a query that started at `generation` read them (told that another instance changed
+    /// one): each is tracked as a change of its own, so a reload that started earlier keeps it, unless a change
+    /// made here since that generation says otherwise. Returns the jobs that were not tracked before.
+    package mutating func learn(_ jobs: [TrackingJob], readAt generation: Int) -> [TrackingJob] {
+        var added: [TrackingJob] = []
+        for job in jobs where (changes[job.jobId]?.generation ?? Int.min) <= generation {
+            if courierOfJob[job.jobId] == nil { added.append(job) }
+            track(job)
+        }
+        return added
+    }
+
     private mutating func place(_ job: TrackingJob) {
         if let previous = courierOfJob.removeValue(forKey: job.jobId) {
             byCourier[previous]?.removeAll { $0.jobId == job.jobId }

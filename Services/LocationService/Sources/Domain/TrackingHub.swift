@@ -216,6 +216,20 @@ package final class TrackingHub: Sendable {
         }
     }
 
+    /// A job of courier `courierId` changed, maybe on another instance (``TrackedJobsFollower``): tracks the
+    /// courier's jobs here at once rather than at the next tick, and sends a live job it did not track its
+    /// courier's latest position if that came to this instance (which had no job to send it to).
+    package func learnJobs(ofCourier courierId: String) async throws {
+        let readAt = tracked.withLock { $0.generation }
+        let jobs = try await database.withConnection { try await workflow.trackedJobs(ofCourier: courierId, on: $0) }
+        let added = tracked.withLock { $0.learn(jobs, readAt: readAt) }
+        guard let latest = book.latest(courierId), latest.fromCourier else { return }
+        for job in added where job.state == .live {
+            emitLatest("location", Self.location(job.jobId, latest.position), job: job.jobId)
+            refreshEta(job, position: latest.position, courierId: courierId)
+        }
+    }
+
     // MARK: Watchers
 
     /// A customer starts watching a job: only the job's own customer may (BR-001). The socket is in the job's room

@@ -14,9 +14,18 @@ package struct TrackingWorkflow: Sendable {
     let outbox: Outbox
     let now: Now
     let logger: Logger
+    /// The NOTIFY channel on which a change to a job that shares its courier's location names the instance that
+    /// made it and the courier, at the commit, one per schema (``TrackedJobsFollower``).
+    package let jobsChannel: String
+    /// This instance's id, in those notices.
+    package let instanceId: String
 
-    package init(settings: LocationSettings, outbox: Outbox, now: Now, logger: Logger) {
+    package init(
+        settings: LocationSettings, schema: String, instanceId: String, outbox: Outbox, now: Now, logger: Logger
+    ) {
         self.settings = settings
+        self.jobsChannel = "\(schema)_tracked_jobs"
+        self.instanceId = instanceId
         self.store = TrackingStore(logger: logger)
         self.outbox = outbox
         self.now = now
@@ -210,6 +219,13 @@ package struct TrackingWorkflow: Sendable {
         try await store.trackedJobs(on: connection)
     }
 
+    /// The jobs of courier `courierId` being tracked now (live or stale).
+    package func trackedJobs(ofCourier courierId: String, on connection: PostgresConnection) async throws
+        -> [TrackingJob]
+    {
+        try await store.trackedJobs(ofCourier: courierId, on: connection)
+    }
+
     /// Locks the job (created as `initial` if missing and given), applies `update`, saves it, and announces a
     /// tracking change. Returns the job if anything about it changed.
     private func change(
@@ -223,6 +239,10 @@ package struct TrackingWorkflow: Sendable {
         guard job != before else { return [] }
         job.version += 1
         try await store.save(job, on: connection)
+        if job.state.sharesLocation, let courierId = job.courierId {
+            try await store.notifyJobChanged(
+                courierId: courierId, instanceId: instanceId, channel: jobsChannel, on: connection)
+        }
         if let change, let courierId = job.courierId {
             let now = self.now()
             switch change {

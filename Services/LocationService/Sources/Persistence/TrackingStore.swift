@@ -36,6 +36,26 @@ package struct TrackingStore: Sendable {
             "SELECT \(unescaped: Self.columns) FROM tracking_jobs WHERE state IN ('live', 'stale')", on: connection)
     }
 
+    /// The jobs of courier `courierId` being tracked now (live or stale).
+    package func trackedJobs(ofCourier courierId: String, on connection: PostgresConnection) async throws
+        -> [TrackingJob]
+    {
+        try await jobs(
+            """
+            SELECT \(unescaped: Self.columns) FROM tracking_jobs
+            WHERE courier_id = \(courierId) AND state IN ('live', 'stale')
+            """, on: connection)
+    }
+
+    /// Tells every instance listening on `channel`, at the commit, that instance `instanceId` changed a job of
+    /// courier `courierId` (the payload: the two, tab-separated).
+    package func notifyJobChanged(
+        courierId: String, instanceId: String, channel: String, on connection: PostgresConnection
+    ) async throws {
+        let payload = "\(instanceId)\t\(courierId)"
+        try await connection.queryWhileOpen("SELECT pg_notify(\(channel), \(payload))", logger: logger)
+    }
+
     /// Up to `limit` jobs tracked or in travel mode since `cutoff` or earlier, locked (skipping locked ones).
     package func overdueJobIds(since cutoff: Date, limit: Int, on connection: PostgresConnection) async throws
         -> [String]
